@@ -1,0 +1,70 @@
+"""Bad input gets a clear error at the call that received it, naming the op and the shapes, and
+leaves nothing behind in the graph."""
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn import engine
+
+
+def t(*shape):
+    return ta.tensor(np.ones(shape), requires_grad=True)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: t(2, 3) @ t(4, 5), ValueError,
+     r"matmul: shapes \(2, 3\) and \(4, 5\) are not aligned: 3 \(axis -1 of a\) != 4 \(axis -2 of b\)"),
+    (lambda: t(3) @ t(4), ValueError, r"matmul: shapes \(3,\) and \(4,\) are not aligned"),
+    (lambda: t(2, 3, 4) @ t(5, 4, 2), ValueError,
+     r"matmul: shapes \(2, 3, 4\) and \(5, 4, 2\): the batch shapes \(2,\) and \(5,\)"),
+    (lambda: t(2, 3) @ 2.0, ValueError, r"matmul: shapes \(2, 3\) and \(\)"),
+    (lambda: t(2, 3) + t(4,), ValueError, r"add: .*\(2,3\).*\(4,\)"),
+    (lambda: t(2, 3) * t(3, 2), ValueError, r"mul: .*\(2,3\).*\(3,2\)"),
+    (lambda: ta.where(np.ones((2, 3), bool), t(2, 3), t(4, 1)), ValueError, r"where: "),
+    (lambda: ta.where(np.ones(3), t(3), t(3)), TypeError, r"where: the condition must be boolean"),
+    (lambda: t(2, 3).reshape(4, 2), ValueError,
+     r"reshape: cannot reshape a tensor of shape \(2, 3\) \(6 elements\) into shape \(4, 2\)"),
+    (lambda: t(2, 3).reshape(-1, -1), ValueError, r"reshape: .*at most one -1"),
+    (lambda: t(2, 3).reshape(4, -1), ValueError, r"reshape: cannot reshape .*\(2, 3\)"),
+    (lambda: t(2, 3).transpose(0, 0), ValueError, r"transpose: axes \(0, 0\) are not a permutation"),
+    (lambda: t(2, 3).swapaxes(0, 2), ValueError, r"swapaxes: axes 0 and 2 are out of range"),
+    (lambda: t(3).mT, ValueError, r"mT: needs at least 2 dimensions, got a tensor of shape \(3,\)"),
+    (lambda: t(2, 3).sum(axis=2), ValueError, r"sum: axis 2 is out of range .* 2 dimensions"),
+    (lambda: t(2, 3).mean(axis=(0, 0)), ValueError, r"mean: axis \(0, 0\) repeats an axis"),
+    (lambda: t(0, 3).max(), ValueError, r"max: cannot take the max of an empty tensor"),
+    (lambda: t(2, 3)[5], IndexError, r"index: index 5 is out of bounds"),
+    (lambda: t(2, 3)[5], ValueError, r"index: index 5 is out of bounds"),
+    (lambda: ta.concatenate([t(2, 3), t(2, 4)]), ValueError,
+     r"concatenate: shapes \(2, 3\) and \(2, 4\) differ outside axis 0"),
+    (lambda: ta.concatenate([]), ValueError, r"concatenate: need at least one tensor"),
+    (lambda: ta.stack([t(2, 3), t(3, 2)]), ValueError,
+     r"stack: all tensors must have the same shape, got \(2, 3\) and \(3, 2\)"),
+    (lambda: t(2, 3) + "x", TypeError, r"add: cannot use a str"),
+    (lambda: t(2, 3).backward(), ValueError,
+     r"backward: a seed gradient is needed for a tensor of shape \(2, 3\)"),
+    (lambda: t(2, 3).backward(np.ones(3)), ValueError,
+     r"backward: the seed gradient has shape \(3,\) but the tensor has shape \(2, 3\)"),
+    (lambda: ta.tensor([1.0, 2.0]).sum().backward(), ValueError,
+     r"backward: this tensor of shape \(\) does not require grad"),
+])
+def test_bad_input_is_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_a_failed_call_adds_nothing_to_the_graph():
+    x, y = t(2, 3), t(4, 5)
+    first_probe = next(engine._node_counter)
+    with pytest.raises(ValueError):
+        x @ y
+    with pytest.raises(ValueError):
+        x.reshape(7)
+    assert next(engine._node_counter) == first_probe + 1     # no node was numbered in between
+    (x * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad, np.full((2, 3), 2.0))
+
+
+def test_float32_warning_from_gradcheck():
+    x = ta.tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.warns(UserWarning, match="float32"):
+        ta.gradcheck(lambda a: a * 2, [x], atol=1e-2, rtol=1e-2, eps=1e-3)

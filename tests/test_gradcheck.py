@@ -1,0 +1,70 @@
+"""ta.gradcheck itself: it passes right gradients and catches wrong ones, with a useful message."""
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.engine import Function
+
+
+class WrongSquare(Function):
+    """x^2 with a deliberately wrong backward: 3x instead of 2x."""
+
+    def forward(self, x):
+        self.saved = x
+        return x * x
+
+    def backward(self, grad):
+        return (grad * 3 * self.saved,)
+
+
+class ForgetfulSum(Function):
+    """sum(x) whose backward forgets the upstream gradient: only a random seed reveals it."""
+
+    def forward(self, x):
+        self.shape_in = x.shape
+        return x.sum(axis=-1)
+
+    def backward(self, grad):
+        return (np.ones(self.shape_in),)
+
+
+def test_catches_a_wrong_rule_and_names_it():
+    x = ta.tensor(np.array([[1.0, 2.0], [3.0, 4.0]]), requires_grad=True)
+    with pytest.raises(ta.GradcheckError, match=r"input 0 \(shape \(2, 2\)\), element \(0, 0\): "
+                                                r"analytical gradient .*numerical"):
+        ta.gradcheck(WrongSquare.apply, [x])
+
+
+def test_catches_a_rule_that_ignores_the_upstream_gradient():
+    x = ta.tensor(np.ones((2, 3)), requires_grad=True)
+    with pytest.raises(ta.GradcheckError):
+        ta.gradcheck(ForgetfulSum.apply, [x])
+
+
+def test_random_directions_for_large_inputs():
+    x = ta.tensor(np.random.default_rng(0).standard_normal((40, 40)), requires_grad=True)
+    assert ta.gradcheck(lambda a: (a @ a).tanh(), [x])            # 1,600 elements: directions
+    with pytest.raises(ta.GradcheckError, match="direction"):
+        ta.gradcheck(WrongSquare.apply, [x])
+    assert ta.gradcheck(lambda a: a.exp(), [ta.tensor(np.ones(3), requires_grad=True)],
+                        directions=4)
+
+
+def test_several_inputs_outputs_and_constants():
+    a = ta.tensor(np.random.default_rng(1).standard_normal((2, 3)), requires_grad=True)
+    b = ta.tensor(np.random.default_rng(2).standard_normal((3,)), requires_grad=True)
+    constant = ta.tensor(np.ones((2, 3)))
+    assert ta.gradcheck(lambda a, b, c: (a * b + c, (a - b).exp()), [a, b, constant])
+    assert a.grad is None and b.grad is None        # gradcheck leaves .grad as it found it
+
+
+def test_inputs_are_restored():
+    values = np.random.default_rng(3).standard_normal(5)
+    x = ta.tensor(values, requires_grad=True)
+    ta.gradcheck(lambda a: a.tanh(), [x])
+    np.testing.assert_array_equal(x.data, values)
+
+
+def test_needs_an_input_that_requires_grad():
+    with pytest.raises(ValueError, match="no input requires grad"):
+        ta.gradcheck(lambda a: a * 2, [ta.tensor([1.0])])

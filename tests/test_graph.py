@@ -1,0 +1,194 @@
+"""The graph and the backward sweep: reuse, accumulation, no_grad, depth, memory, constants."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn import ops
+
+
+def test_reused_tensor_gets_the_sum_of_its_gradients():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    b = a + a
+    (b * a).sum().backward()          # d/da sum(2a * a) = 4a
+    np.testing.assert_allclose(a.grad, [4.0, 8.0])
+
+
+def test_diamond_graph():
+    x = ta.tensor(3.0, requires_grad=True)
+    y = x * 2
+    z = y.exp() + y.tanh() * y        # y feeds three ops
+    z.backward()
+    y0 = 6.0
+    expected = 2 * (np.exp(y0) + (1 - np.tanh(y0) ** 2) * y0 + np.tanh(y0))
+    np.testing.assert_allclose(x.grad, expected)
+
+
+def test_gradients_accumulate_across_backward_calls():
+    a = ta.tensor([1.0, -2.0], requires_grad=True)
+    (a * 3).sum().backward()
+    (a * a).sum().backward()
+    np.testing.assert_allclose(a.grad, [3 + 2, 3 - 4])
+    a.grad = None
+    (a * 3).sum().backward()
+    np.testing.assert_allclose(a.grad, [3, 3])
+
+
+def test_backward_twice_through_one_graph_needs_retain_graph():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    y = (a.exp() * a).sum()
+    y.backward(retain_graph=True)
+    first = a.grad.copy()
+    y.backward()
+    np.testing.assert_allclose(a.grad, 2 * first)
+    with pytest.raises(RuntimeError, match="retain_graph"):
+        y.backward()
+
+
+def test_only_leaves_keep_grad_unless_retained():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    hidden = a * 3
+    kept = hidden.exp()
+    kept.retain_grad()
+    kept.sum().backward()
+    assert hidden.grad is None
+    np.testing.assert_allclose(kept.grad, [1.0, 1.0])
+    with ta.retain_grads():
+        hidden = a * 3
+        out = (hidden * hidden).sum()
+    out.backward()
+    np.testing.assert_allclose(hidden.grad, 2 * hidden.data)
+
+
+def test_leaf_gradient_is_a_copy_the_leaf_owns():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    b = ta.tensor([5.0, 6.0], requires_grad=True)
+    seed = np.array([1.0, 1.0])
+    (a + b).backward(seed)
+    assert a.grad is not b.grad and a.grad is not seed
+    a.grad += 1
+    np.testing.assert_array_equal(b.grad, [1.0, 1.0])
+    np.testing.assert_array_equal(seed, [1.0, 1.0])
+
+
+def test_no_grad_records_nothing():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    with ta.no_grad():
+        b = a * 2
+    assert not b.requires_grad and b.is_leaf
+    assert (a * 2).requires_grad
+
+    @ta.no_grad()
+    def double(x):
+        return x * 2
+    assert not double(a).requires_grad
+
+
+def test_detach_cuts_the_graph():
+    a = ta.tensor([1.0, 2.0], requires_grad=True)
+    b = (a * a).detach()
+    assert not b.requires_grad
+    (b * a).sum().backward()
+    np.testing.assert_allclose(a.grad, [1.0, 4.0])
+
+
+def test_constants_get_no_gradient_and_no_backward_work(monkeypatch):
+    calls = []
+    original = ops.Exp.backward
+    monkeypatch.setattr(ops.Exp, "backward", lambda self, g: calls.append(1) or original(self, g))
+    constant = ta.tensor([1.0, 2.0])
+    x = ta.tensor([3.0, 4.0], requires_grad=True)
+    y = (constant.exp() * x).sum()          # exp of a constant: no node, never differentiated
+    y.backward()
+    assert constant.grad is None and calls == []
+    np.testing.assert_allclose(x.grad, np.exp([1.0, 2.0]))
+
+
+def test_a_constant_input_is_not_differentiated(monkeypatch):
+    """Mul with a constant operand computes only the gradient that is needed."""
+    seen = []
+    original = ops.Mul.backward
+
+    def spy(self, grad):
+        grads = original(self, grad)
+        seen.append([g is None for g in grads])
+        return grads
+    monkeypatch.setattr(ops.Mul, "backward", spy)
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    (x * ta.tensor([3.0, 4.0])).sum().backward()
+    assert seen == [[False, True]]
+
+
+def test_deep_chain_backpropagates_without_recursion():
+    x = ta.tensor(0.5, requires_grad=True)
+    y = x
+    for _ in range(20_000):
+        y = y * 1.0001
+    y.backward()
+    np.testing.assert_allclose(x.grad, 1.0001 ** 20_000)
+
+
+def test_backward_releases_saved_arrays_but_keeps_the_structure():
+    x = ta.tensor(np.ones((100, 100)), requires_grad=True)
+    hidden = x.exp()
+    alive = weakref.ref(hidden.data)
+    y = (hidden * 2).tanh().sum()
+    del hidden
+    gc.collect()
+    assert alive() is not None          # saved by Mul and Exp for the backward pass
+    y.backward()
+    gc.collect()
+    assert alive() is None              # released, although y and its graph are still here
+    assert y._node.name == "sum" and y._node.parents[0].name == "tanh"
+
+
+def test_seed_gradient_sets_the_weights():
+    x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x).backward(np.array([1.0, 0.0, -1.0]))
+    np.testing.assert_allclose(x.grad, [2.0, 0.0, -6.0])
+
+
+def test_backward_of_a_leaf():
+    x = ta.tensor(2.0, requires_grad=True)
+    x.backward()
+    assert x.grad == 1.0
+
+
+def test_backward_seeds_in_the_output_dtype():
+    x = ta.tensor(np.ones(3, np.float32), requires_grad=True)
+    (x * 2).backward(np.ones(3))        # a float64 seed for a float32 output
+    assert x.grad.dtype == np.float32
+
+
+def test_broadcast_leaf_gets_its_own_shape():
+    bias = ta.tensor(np.zeros((1, 3)), requires_grad=True)
+    x = ta.tensor(np.ones((4, 2, 3)))
+    (x + bias).backward(np.ones((4, 2, 3)))
+    assert bias.grad.shape == (1, 3)
+    np.testing.assert_allclose(bias.grad, np.full((1, 3), 8.0))
+
+
+def test_requires_grad_only_on_floating_leaves():
+    with pytest.raises(TypeError, match="floating"):
+        ta.tensor([1, 2], requires_grad=True)
+    x = ta.tensor([1.0], requires_grad=True)
+    with pytest.raises(ValueError, match="leaf"):
+        (x * 2).requires_grad = False
+    x.requires_grad = False
+    assert not (x * 2).requires_grad
+
+
+def test_tensor_basics():
+    t = ta.tensor([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and len(t) == 2
+    assert t.dtype == np.float32 and t.numpy() is t.data
+    assert np.asarray(t) is t.data and ta.tensor(7.5).item() == 7.5
+    source = np.zeros(3)
+    assert ta.tensor(source).data is not source          # ta.tensor copies
+    assert ta.Tensor(source).data is source              # ta.Tensor wraps
+    assert "requires_grad=True" in repr(ta.tensor([1.0], requires_grad=True))
+    assert "grad_fn=<mul>" in repr(ta.tensor([1.0], requires_grad=True) * 2)
+    with pytest.raises(TypeError):
+        ta.tensor(["a", "b"])

@@ -1,0 +1,144 @@
+"""`python -m tinyattn bench`: what the engine costs on top of the NumPy it calls.
+
+Each benchmark runs the same computation written three ways -- with tinyattn, by hand in NumPy
+(forward and backward written out), and in PyTorch when it happens to be installed -- interleaved
+(A B C A B C ...) so that a noisy neighbour on a shared machine slows all of them alike. What is
+reported is the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on
+one thread, so that the ratios compare the work done, not how it was spread over cores.
+"""
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import tinyattn as ta
+
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def run_with_one_blas_thread(argv):
+    """Start this command again with BLAS limited to one thread, unless it already is.
+
+    The limit must be set before NumPy loads its BLAS, and `import tinyattn` has loaded it by now.
+    """
+    if all(os.environ.get(name) == "1" for name in BLAS_THREAD_VARIABLES):
+        return
+    env = dict(os.environ, **{name: "1" for name in BLAS_THREAD_VARIABLES})
+    os.execve(sys.executable, [sys.executable, "-m", "tinyattn", *argv], env)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Per-op overhead: a long chain of tiny elementwise ops, where the engine's bookkeeping dominates.
+#    Each step of the chain is four ops: x = tanh(x * w + b) * 0.5, with w and b requiring grad.
+
+CHAIN_OPS = 2000
+OPS_PER_STEP = 4
+
+
+def chain_inputs(seed=0):
+    random = np.random.default_rng(seed)
+    return (random.standard_normal((8, 8)), 0.5 * random.standard_normal((8, 8)),
+            0.1 * random.standard_normal((8, 8)))
+
+
+def chain_tinyattn(x0, w0, b0):
+    x, w, b = (ta.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+    h = x
+    for _ in range(CHAIN_OPS // OPS_PER_STEP):
+        h = (h * w + b).tanh() * 0.5
+    h.sum().backward()
+    return x.grad, w.grad, b.grad
+
+
+def chain_numpy(x0, w0, b0):
+    h, saved = x0, []
+    for _ in range(CHAIN_OPS // OPS_PER_STEP):
+        t = np.tanh(h * w0 + b0)
+        saved.append((h, t))
+        h = t * 0.5
+    grad_h, grad_w, grad_b = np.ones_like(h), np.zeros_like(w0), np.zeros_like(b0)
+    for h, t in reversed(saved):
+        grad_pre = grad_h * 0.5 * (1 - t * t)      # through * 0.5 and tanh
+        grad_b += grad_pre
+        grad_w += grad_pre * h
+        grad_h = grad_pre * w0
+    return grad_h, grad_w, grad_b
+
+
+def chain_torch(torch):
+    def run(x0, w0, b0):
+        x, w, b = (torch.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        h = x
+        for _ in range(CHAIN_OPS // OPS_PER_STEP):
+            h = (h * w + b).tanh() * 0.5
+        h.sum().backward()
+        return x.grad.numpy(), w.grad.numpy(), b.grad.numpy()
+    return run
+
+
+# ------------------------------------------------------------------------------------------------
+
+def interleaved(implementations, inputs, rounds):
+    """Seconds per call of each implementation, one list entry per round, run A B C A B C ..."""
+    times = {name: [] for name in implementations}
+    for _ in range(rounds):
+        for name, fn in implementations.items():
+            start = time.perf_counter()
+            fn(*inputs)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median_ratio(times, name, baseline):
+    return statistics.median(t / b for t, b in zip(times[name], times[baseline]))
+
+
+def check_agreement(implementations, inputs):
+    """All implementations must compute the same gradients before their speed means anything."""
+    results = {name: fn(*inputs) for name, fn in implementations.items()}
+    reference = results["numpy"]
+    for name, result in results.items():
+        for got, want in zip(result, reference):
+            if not np.allclose(got, want, rtol=1e-6, atol=1e-9):
+                raise AssertionError(f"bench: {name} computes different gradients than numpy")
+
+
+def bench_chain(rounds, torch=None):
+    implementations = {"tinyattn": chain_tinyattn, "numpy": chain_numpy}
+    if torch is not None:
+        implementations["pytorch"] = chain_torch(torch)
+    inputs = chain_inputs()
+    check_agreement(implementations, inputs)
+    interleaved(implementations, inputs, 2)   # warm up
+    times = interleaved(implementations, inputs, rounds)
+    print(f"1. Per-op overhead: a chain of {CHAIN_OPS} elementwise ops on an (8, 8) tensor, "
+          f"forward + backward, {rounds} interleaved rounds")
+    for name in implementations:
+        per_op = statistics.median(times[name]) / CHAIN_OPS * 1e6
+        label = {"numpy": "numpy, by hand"}.get(name, name)
+        print(f"   {label:<16} {per_op:7.2f} us/op")
+    ratios = {"tinyattn / numpy": median_ratio(times, "tinyattn", "numpy")}
+    if torch is not None:
+        ratios["tinyattn / pytorch"] = median_ratio(times, "tinyattn", "pytorch")
+    for label, ratio in ratios.items():
+        print(f"   {label:<20} {ratio:5.2f}x   (median of per-round ratios)")
+    return ratios
+
+
+def main(argv):
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m tinyattn bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
+    args = parser.parse_args(argv)
+    try:
+        import torch
+        torch.set_num_threads(1)
+        print(f"PyTorch {torch.__version__} found: it is measured too.")
+    except ImportError:
+        torch = None
+        print("PyTorch is not installed: comparing with NumPy only.")
+    print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}\n")
+    bench_chain(args.rounds, torch)

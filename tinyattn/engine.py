@@ -1,0 +1,453 @@
+"""The Tensor, the graph it records, and the backward sweep.
+
+A `Tensor` wraps a NumPy array (`.data`). A tensor that requires a gradient has a *node* (`_node`):
+
+    a tensor made by an op    -> the op's `Function` instance, which keeps what its backward rule
+                                 needs (`saved`) and the nodes of the op's inputs (`parents`)
+    a leaf made by the user   -> a `Leaf`, where gradients end: they are added to the tensor's `.grad`
+    a constant                -> no node (None): no gradient is computed for it at all
+
+`Tensor.backward()` walks the nodes from the output back to the leaves. It visits them newest first:
+a node is always created after its inputs, so by the time it is visited every op that used its output
+has already sent it a gradient, and those gradients have been summed. That ordering needs no
+recursion, so a chain of 100,000 ops backpropagates as easily as a chain of three.
+
+Two rules are applied here, once, so that no op has to repeat them:
+  * `unbroadcast`: an input that NumPy broadcast gets its gradient summed back to its own shape.
+  * a leaf's gradient accumulates (`+=`) across backward calls until it is cleared.
+"""
+import heapq
+import itertools
+import weakref
+
+import numpy as np
+
+_grad_enabled = True     # switched off by `no_grad()`
+_retain_grads = False    # switched on by `retain_grads()`
+_node_counter = itertools.count()
+
+
+class no_grad:
+    """Context manager (and decorator) under which no graph is recorded: ops return constants."""
+
+    def __enter__(self):
+        global _grad_enabled
+        self.previous, _grad_enabled = _grad_enabled, False
+
+    def __exit__(self, *exc_info):
+        global _grad_enabled
+        _grad_enabled = self.previous
+
+    def __call__(self, fn):
+        def without_grad(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        return without_grad
+
+
+class retain_grads:
+    """Context manager: every tensor an op creates inside it keeps `.grad` after backward.
+
+    Normally only leaves keep their gradient (as in PyTorch). Inside this block each op output
+    behaves as if `retain_grad()` had been called on it, which lets `tinyattn.viz.draw_graph` show
+    the gradient norm of every op.
+    """
+
+    def __enter__(self):
+        global _retain_grads
+        self.previous, _retain_grads = _retain_grads, True
+
+    def __exit__(self, *exc_info):
+        global _retain_grads
+        _retain_grads = self.previous
+
+
+class TensorIndexError(IndexError, ValueError):
+    """An index out of range: an IndexError as in NumPy and PyTorch, and a ValueError like every
+    other bad input to tinyattn."""
+
+
+class Tensor:
+    """An n-dimensional array with reverse-mode automatic differentiation."""
+
+    __slots__ = ("data", "grad", "_node", "name", "__weakref__")
+    # NumPy would otherwise turn `ndarray * tensor` into an ndarray and lose the graph; with this
+    # it returns NotImplemented and Python calls `Tensor.__rmul__` instead.
+    __array_ufunc__ = None
+
+    def __init__(self, data, requires_grad=False):
+        data = np.asarray(data.data if isinstance(data, Tensor) else data)
+        if data.dtype.kind not in "biuf":
+            raise TypeError(f"tensor: data of dtype {data.dtype} is not numeric")
+        self.data = data
+        self.grad = None
+        self._node = None
+        self.name = None
+        self.requires_grad = requires_grad
+
+    @staticmethod
+    def _constant(data):
+        """A constant around an array NumPy just computed (no checks)."""
+        out = Tensor.__new__(Tensor)
+        out.data, out.grad, out.name, out._node = data, None, None, None
+        return out
+
+    @property
+    def requires_grad(self):
+        return self._node is not None
+
+    @requires_grad.setter
+    def requires_grad(self, requires_grad):
+        if not self.is_leaf:
+            raise ValueError("requires_grad: can only be changed on a leaf; use detach() to get "
+                             "a tensor cut from the graph")
+        if requires_grad and self.data.dtype.kind != "f":
+            raise TypeError(f"tensor: only floating-point tensors can require grad, got "
+                            f"{self.data.dtype}")
+        self._node = Leaf(self) if requires_grad else None
+
+    # ---------------------------------------------------------------- array attributes
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+
+    def __len__(self):
+        return len(self.data)
+
+    def numpy(self):
+        """The data itself (a view: writing to it changes the tensor)."""
+        return self.data
+
+    def item(self):
+        return self.data.item()
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.data, dtype=dtype)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.data)
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype != np.float64 and self.data.dtype.kind == "f":
+            extra += f", dtype={self.data.dtype}"
+        if not self.is_leaf:
+            extra += f", grad_fn=<{self._node.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    # ---------------------------------------------------------------- the graph
+    @property
+    def is_leaf(self):
+        """True for tensors not made by an op: constants, and tensors the user asked gradients for."""
+        return self._node is None or isinstance(self._node, Leaf)
+
+    def detach(self):
+        """A constant sharing this tensor's data, cut from the graph."""
+        return Tensor(self.data)
+
+    def retain_grad(self):
+        """Keep `.grad` on this (non-leaf) tensor after backward, as PyTorch's `retain_grad`."""
+        if not self.is_leaf:
+            self._node.output = self
+
+    def zero_grad(self):
+        self.grad = None
+
+    def backward(self, grad=None, retain_graph=False):
+        """Compute d(self)/d(leaf), weighted by `grad`, and add it to every leaf's `.grad`.
+
+        `grad` is dL/d(self), the seed of the sweep; it may be omitted only when self has one
+        element (then it is 1). Afterwards the arrays saved for backward are released, unless
+        `retain_graph=True`; the graph's structure stays, so it can still be drawn.
+        """
+        if not self.requires_grad:
+            raise ValueError(f"backward: this tensor of shape {self.shape} does not require grad "
+                             "(no input of the ops that made it requires grad)")
+        if grad is None:
+            if self.size != 1:
+                raise ValueError(f"backward: a seed gradient is needed for a tensor of shape "
+                                 f"{self.shape}; only one-element tensors get an implicit 1")
+            seed = np.ones_like(self.data)
+        else:
+            seed = np.array(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
+            if seed.shape != self.shape:
+                raise ValueError(f"backward: the seed gradient has shape {seed.shape} "
+                                 f"but the tensor has shape {self.shape}")
+        _backward_sweep(self._node, seed, retain_graph)
+
+    # ---------------------------------------------------------------- operators
+    def __add__(self, other):
+        return ops.Add.apply(self, other)
+
+    def __radd__(self, other):
+        return ops.Add.apply(other, self)
+
+    def __sub__(self, other):
+        return ops.Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return ops.Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return ops.Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return ops.Mul.apply(other, self)
+
+    def __truediv__(self, other):
+        return ops.Div.apply(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.Div.apply(other, self)
+
+    def __pow__(self, other):
+        return ops.Pow.apply(self, other)
+
+    def __rpow__(self, other):
+        return ops.Pow.apply(other, self)
+
+    def __matmul__(self, other):
+        return ops.Matmul.apply(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.Matmul.apply(other, self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    # Comparisons give boolean constants (for masks and `ta.where`); they have no gradient.
+    def __lt__(self, other):
+        return Tensor(self.data < _data(other))
+
+    def __le__(self, other):
+        return Tensor(self.data <= _data(other))
+
+    def __gt__(self, other):
+        return Tensor(self.data > _data(other))
+
+    def __ge__(self, other):
+        return Tensor(self.data >= _data(other))
+
+    # ---------------------------------------------------------------- elementwise functions
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def relu(self):
+        return ops.Relu.apply(self)
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, axis=None, keepdims=False):
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    # ---------------------------------------------------------------- shapes and indexing
+    def reshape(self, *shape):
+        """A tensor of the given shape holding the same elements; one size may be -1 (inferred)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return ops.Reshape.apply(self, shape=shape)
+
+    def transpose(self, *axes):
+        """The axes permuted (out.shape[i] = self.shape[axes[i]]); no axes: all axes reversed."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = axes[0]
+        return ops.Transpose.apply(self, axes=axes or tuple(reversed(range(self.ndim))))
+
+    def swapaxes(self, axis1, axis2):
+        return ops.Transpose.apply(self, axes=ops.swapped_axes(self.ndim, axis1, axis2, "swapaxes"))
+
+    @property
+    def T(self):
+        """All axes reversed, as NumPy's `.T`."""
+        return self.transpose()
+
+    @property
+    def mT(self):
+        """The last two axes swapped: a batch of transposed matrices."""
+        if self.ndim < 2:
+            raise ValueError(f"mT: needs at least 2 dimensions, got a tensor of shape {self.shape}")
+        return self.swapaxes(-2, -1)
+
+    def __getitem__(self, index):
+        return ops.Index.apply(self, index=ops.as_index(index))
+
+
+def tensor(data, requires_grad=False, dtype=None):
+    """A new tensor holding a copy of `data` (a list, scalar, array or tensor), like `np.array`."""
+    return Tensor(np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype),
+                  requires_grad=requires_grad)
+
+
+def _data(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _constant(value, op):
+    """A non-tensor operand, as NumPy should see it.
+
+    Numbers stay Python numbers, because NumPy lets a Python number take the dtype of the array it
+    meets: `x * 0.5` stays float32 for a float32 `x`. A NumPy scalar would not (`np.sqrt(2.0)` is a
+    float64 and would upcast), so it is turned into a Python number first, as PyTorch does.
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
+
+
+class Function:
+    """A node of the graph: one application of an op.
+
+    An op subclasses Function and writes two methods:
+      forward(*arrays, **params) -> array   computes the output with NumPy; stores in `self.saved`
+                                            what backward needs
+      backward(grad) -> tuple               `grad` is dL/d(out), shaped like the output; returns
+                                            dL/d(input) for each input; for an input that is a
+                                            constant (`self.needs_grad(i)` is False) it may
+                                            return None instead and skip the work
+    Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
+    input's shape.
+    """
+
+    saved = ()       # what forward kept for backward; None once backward has released it
+    output = None    # the output tensor, only when it retains its gradient
+
+    def __init_subclass__(cls):
+        # The op's name in error messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
+        cls.name = "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        """Run the op on `inputs` (tensors, numbers or arrays); if any of them requires grad, the
+        output gets a node."""
+        node = cls()
+        arrays, parents = [], []
+        for x in inputs:
+            if isinstance(x, Tensor):
+                arrays.append(x.data)
+                parents.append(x._node)            # None for a tensor that needs no gradient
+            else:
+                arrays.append(_constant(x, cls.name))   # a number or an array: a constant
+                parents.append(None)
+        try:
+            data = node.forward(*arrays, **params)
+        except IndexError as error:
+            raise TensorIndexError(f"{cls.name}: {error}") from None
+        except ValueError as error:
+            raise ValueError(f"{cls.name}: {error}") from None
+        if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
+            data = np.asarray(data)
+        out = Tensor.__new__(Tensor)
+        out.data, out.grad, out.name, out._node = data, None, None, None
+        if _grad_enabled and parents.count(None) < len(parents):   # some input requires grad
+            node.parents = parents
+            node.shape = data.shape
+            node.order = next(_node_counter)
+            out._node = node
+            if _retain_grads:
+                node.output = out
+        return out
+
+    def needs_grad(self, i):
+        """Whether input i wants a gradient (False for a constant)."""
+        return self.parents[i] is not None
+
+
+class Leaf:
+    """The node of a tensor the user created with requires_grad=True: gradients end here.
+
+    It refers to its tensor weakly: a tensor nobody holds any more needs no gradient.
+    """
+
+    name = "leaf"
+    parents = ()
+
+    def __init__(self, tensor):
+        self.tensor = weakref.ref(tensor)
+        self.shape = tensor.shape
+        self.order = next(_node_counter)
+
+
+def unbroadcast(grad, shape):
+    """Sum `grad` over the axes that broadcasting added or stretched, so that it has `shape`.
+
+    If `a` of shape (3, 1) was broadcast against (2, 3, 4), each element of `a` was used 2 * 4
+    times, and its gradient is the sum of those 8 uses: sum over the added axis 0 and the stretched
+    axis 2. (README, "Why un-broadcasting sums".)
+    """
+    added = grad.ndim - len(shape)
+    if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
+        raise RuntimeError(f"backward produced a gradient of shape {grad.shape} "
+                           f"for an input of shape {shape}")
+    stretched = tuple(added + i for i, n in enumerate(shape) if n == 1 and grad.shape[added + i] != 1)
+    return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
+
+
+def _accumulate(leaf, grad):
+    """Add `grad` to `leaf.grad`, which is always an array the leaf owns, of the leaf's dtype."""
+    if leaf.grad is None:
+        leaf.grad = np.array(grad, dtype=leaf.data.dtype)
+    else:
+        leaf.grad += grad
+
+
+def _backward_sweep(root, seed, retain_graph):
+    """Send gradients from node `root` (whose output gets `seed`) back to every leaf."""
+    pending = {root: seed}               # node -> dL/d(its output), summed over its users so far
+    queue = [(-root.order, root)]        # a heap: the newest node comes out first
+    while queue:
+        node = heapq.heappop(queue)[1]
+        grad = pending.pop(node)
+        if type(node) is Leaf:
+            leaf = node.tensor()
+            if leaf is not None:
+                _accumulate(leaf, grad)
+            continue
+        if node.saved is None:
+            raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
+                               "earlier backward; pass retain_graph=True to backward twice")
+        if node.output is not None:
+            node.output.grad = np.array(grad, dtype=node.output.dtype)
+        for parent, parent_grad in zip(node.parents, node.backward(grad)):
+            if parent is None:
+                continue
+            if parent_grad.shape != parent.shape:
+                parent_grad = unbroadcast(parent_grad, parent.shape)
+            if parent in pending:
+                pending[parent] = pending[parent] + parent_grad
+            else:
+                pending[parent] = parent_grad
+                heapq.heappush(queue, (-parent.order, parent))
+        if not retain_graph:
+            node.saved = None
+
+
+from tinyattn import ops  # noqa: E402  (the ops build on Tensor and Function, defined above)

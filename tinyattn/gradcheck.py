@@ -1,0 +1,123 @@
+"""Gradient checking: the engine's gradients against central finite differences.
+
+Take the function f under test and a random upstream gradient v shaped like its output, and look at
+the scalar L(x) = <v, f(x)>. One backward sweep seeded with v gives the analytical dL/dx. The
+numerical one perturbs one input element at a time:
+
+    dL/dx_i  ~  (L(x + eps e_i) - L(x - eps e_i)) / (2 eps)          (error of order eps^2)
+
+For inputs too large for that (every element costs two forward passes), perturb along random
+directions u instead; the analytical side is then the dot product <u, dL/dx>:
+
+    <u, dL/dx>  ~  (L(x + eps u) - L(x - eps u)) / (2 eps)
+
+Why a random v: with L = sum(f(x)) some functions have gradient exactly 0 everywhere (the sum of a
+softmax is always 1), so a backward rule that wrongly returns 0 would pass. Use float64: in float32,
+eps = 1e-6 is below the precision of the numbers being perturbed.
+"""
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from tinyattn.engine import Tensor, no_grad
+
+FULL_JACOBIAN_LIMIT = 1000   # inputs with more elements are checked along random directions
+DEFAULT_DIRECTIONS = 10
+
+
+class GradcheckError(AssertionError):
+    """An analytical gradient that disagrees with its finite-difference estimate."""
+
+
+class Comparison(NamedTuple):
+    """One checked number: `where` is an element index, or ("direction", k) for direction k."""
+    input: int
+    where: tuple
+    analytical: float
+    numerical: float
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
+    """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
+
+    `fn` returns a tensor or a tuple of tensors. `directions=None` perturbs every element of inputs
+    with at most 1,000 elements and uses 10 random directions for larger ones; an int uses that many
+    random directions for every input. Returns True, or raises GradcheckError naming the input, the
+    element, and both values when |analytical - numerical| > atol + rtol * |numerical|.
+    """
+    for c in compare_gradients(fn, inputs, eps, directions, seed):
+        if abs(c.analytical - c.numerical) > atol + rtol * abs(c.numerical):
+            place = (f"direction {c.where[1]}" if c.where and c.where[0] == "direction"
+                     else f"element {c.where}")
+            raise GradcheckError(
+                f"gradcheck: input {c.input} (shape {inputs[c.input].shape}), {place}: "
+                f"analytical gradient {c.analytical:.8g}, numerical {c.numerical:.8g} "
+                f"(difference {abs(c.analytical - c.numerical):.3g}, allowed "
+                f"{atol + rtol * abs(c.numerical):.3g})")
+    return True
+
+
+def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
+    """Every (analytical, numerical) pair gradcheck looks at, as a list of Comparison."""
+    inputs = list(inputs)
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need "
+                          "float64 to be accurate", stacklevel=3)
+    random = np.random.default_rng(seed)
+    outputs = _as_tuple(fn(*inputs))
+    seeds = [random.standard_normal(out.shape) for out in outputs]
+
+    def loss():
+        with no_grad():
+            return sum(float(np.vdot(v, out.data)) for v, out in zip(seeds, _as_tuple(fn(*inputs))))
+
+    analytical = _analytical_gradients(inputs, checked, outputs, seeds)
+    comparisons = []
+    for i in checked:
+        x = inputs[i].data
+        if directions is None and x.size <= FULL_JACOBIAN_LIMIT:
+            for where in np.ndindex(x.shape):
+                numerical = _central_difference(loss, x, where, eps, eps)
+                comparisons.append(Comparison(i, where, float(analytical[i][where]), numerical))
+        else:
+            for k in range(directions or DEFAULT_DIRECTIONS):
+                u = random.standard_normal(x.shape)
+                numerical = _central_difference(loss, x, ..., eps * u, eps)
+                comparisons.append(Comparison(i, ("direction", k),
+                                              float(np.vdot(u, analytical[i])), numerical))
+    return comparisons
+
+
+def _as_tuple(outputs):
+    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+
+def _analytical_gradients(inputs, checked, outputs, seeds):
+    """dL/dx for each checked input, from backward sweeps seeded with v; earlier .grad untouched."""
+    kept = {i: inputs[i].grad for i in checked}
+    for i in checked:
+        inputs[i].grad = None
+    for out, v in zip(outputs, seeds):
+        if out.requires_grad:
+            out.backward(v.astype(out.dtype), retain_graph=True)
+    gradients = {i: (np.zeros(inputs[i].shape) if inputs[i].grad is None
+                     else inputs[i].grad.astype(np.float64)) for i in checked}
+    for i in checked:
+        inputs[i].grad = kept[i]
+    return gradients
+
+
+def _central_difference(loss, x, where, perturbation, eps):
+    """(L(x + p) - L(x - p)) / (2 eps), with p added to x[where] in place and then taken off."""
+    original = np.array(x[where])
+    x[where] = original + perturbation
+    loss_plus = loss()
+    x[where] = original - perturbation
+    loss_minus = loss()
+    x[where] = original
+    return (loss_plus - loss_minus) / (2 * eps)

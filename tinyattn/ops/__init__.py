@@ -1,0 +1,11 @@
+"""The ops: one class per differentiable operation, each a `Function` with forward and backward.
+
+Read them in this order: elementwise, reductions, shape, matmul, softmax.
+"""
+from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
+                                      Where, where)
+from tinyattn.ops.reductions import Sum, Mean, Max
+from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, swapped_axes,
+                                concatenate, stack)
+from tinyattn.ops.matmul import Matmul
+from tinyattn.ops.softmax import Softmax, LogSoftmax

@@ -1,0 +1,170 @@
+"""Elementwise ops: each output element depends on the elements at the same position.
+
+Every backward rule below is the chain rule for one element, `dL/dx = dL/dout * dout/dx`, applied to
+whole arrays at once. `grad` is dL/d(out). The sweep (engine.py) sums the gradient of a broadcast
+input back to its shape, so the rules are written as if `a` and `b` had the same shape; an input that
+is a constant (`self.needs_grad(i)` False) gets None instead of a gradient nobody will read.
+"""
+import numpy as np
+
+from tinyattn.engine import Function, Tensor
+
+
+class Add(Function):
+    """out = a + b.    dL/da = grad,  dL/db = grad"""
+
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, grad):
+        return grad, grad
+
+
+class Sub(Function):
+    """out = a - b.    dL/da = grad,  dL/db = -grad"""
+
+    def forward(self, a, b):
+        return a - b
+
+    def backward(self, grad):
+        return grad, (-grad if self.needs_grad(1) else None)
+
+
+class Mul(Function):
+    """out = a * b.    dL/da = grad * b,  dL/db = grad * a"""
+
+    def forward(self, a, b):
+        self.saved = (a, b)
+        return a * b
+
+    def backward(self, grad):
+        a, b = self.saved
+        return (grad * b if self.needs_grad(0) else None,
+                grad * a if self.needs_grad(1) else None)
+
+
+class Div(Function):
+    """out = a / b.    dL/da = grad / b,  dL/db = -grad * a / b^2"""
+
+    def forward(self, a, b):
+        self.saved = (a, b)
+        return a / b
+
+    def backward(self, grad):
+        a, b = self.saved
+        return (grad / b if self.needs_grad(0) else None,
+                -grad * a / (b * b) if self.needs_grad(1) else None)
+
+
+class Pow(Function):
+    """out = a ** b.    dL/da = grad * b * a^(b - 1),  dL/db = grad * out * log(a)
+
+    The gradient for the exponent needs log(a), so it is only defined for a > 0 (as in PyTorch, a
+    non-positive base gives NaN there); with a constant exponent, as in `x ** 2`, it is not computed.
+    """
+
+    def forward(self, a, b):
+        out = a ** b
+        # the base as an array of out's dtype, so that log(a) in backward cannot upcast
+        self.saved = (np.asarray(a, dtype=out.dtype), b, out)
+        return out
+
+    def backward(self, grad):
+        a, b, out = self.saved
+        return (grad * b * a ** (b - 1) if self.needs_grad(0) else None,
+                grad * out * np.log(a) if self.needs_grad(1) else None)
+
+
+class Neg(Function):
+    """out = -a.    dL/da = -grad"""
+
+    def forward(self, a):
+        return -a
+
+    def backward(self, grad):
+        return (-grad,)
+
+
+class Exp(Function):
+    """out = e^a.    dL/da = grad * out   (exp is its own derivative, so the output is saved)"""
+
+    def forward(self, a):
+        out = np.exp(a)
+        self.saved = out
+        return out
+
+    def backward(self, grad):
+        return (grad * self.saved,)
+
+
+class Log(Function):
+    """out = ln(a).    dL/da = grad / a"""
+
+    def forward(self, a):
+        self.saved = a
+        return np.log(a)
+
+    def backward(self, grad):
+        return (grad / self.saved,)
+
+
+class Sqrt(Function):
+    """out = sqrt(a).    dL/da = grad / (2 * out)"""
+
+    def forward(self, a):
+        out = np.sqrt(a)
+        self.saved = out
+        return out
+
+    def backward(self, grad):
+        return (grad * 0.5 / self.saved,)
+
+
+class Tanh(Function):
+    """out = tanh(a).    dL/da = grad * (1 - out^2)"""
+
+    def forward(self, a):
+        out = np.tanh(a)
+        self.saved = out
+        return out
+
+    def backward(self, grad):
+        out = self.saved
+        return (grad * (1 - out * out),)
+
+
+class Relu(Function):
+    """out = max(a, 0).    dL/da = grad where a > 0, else 0   (0 at a = 0, as in PyTorch)"""
+
+    def forward(self, a):
+        out = np.maximum(a, 0)
+        self.saved = out
+        return out
+
+    def backward(self, grad):
+        return (grad * (self.saved > 0),)
+
+
+class Where(Function):
+    """out = a where condition else b  (condition: a boolean constant).
+
+    dL/da = grad where condition else 0,  dL/db = grad where not condition else 0
+    """
+
+    def forward(self, a, b, condition):
+        self.saved = condition
+        return np.where(condition, a, b)
+
+    def backward(self, grad):
+        condition = self.saved
+        return (np.where(condition, grad, 0) if self.needs_grad(0) else None,
+                np.where(condition, 0, grad) if self.needs_grad(1) else None)
+
+
+def where(condition, a, b):
+    """Elements of `a` where `condition` is True, else of `b` (NumPy's `np.where`, differentiable
+    in `a` and `b`). `condition` is a boolean array or tensor; all three broadcast together."""
+    condition = np.asarray(condition.data if isinstance(condition, Tensor) else condition)
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype}")
+    return Where.apply(a, b, condition=condition)

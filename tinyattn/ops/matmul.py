@@ -1,0 +1,56 @@
+"""Matrix multiplication, batched and broadcast as in NumPy's `@`."""
+import numpy as np
+
+from tinyattn.engine import Function
+
+
+class Matmul(Function):
+    """out = a @ b: a matrix product over the last two axes; the leading (batch) axes broadcast.
+
+        dL/da = grad @ b^T        dL/db = a^T @ grad        (^T swaps the last two axes)
+
+    Why: out[i, j] = sum_k a[i, k] b[k, j], so a[i, k] meets grad[i, j] through b[k, j] for every j
+    (README, "The matmul adjoint"). A batch axis that broadcast is summed back by the sweep.
+
+    Two special cases, both NumPy's rules or their cost:
+    * A 1-D `a` acts as a one-row matrix, a 1-D `b` as a one-column matrix, and that axis is
+      dropped from the output; backward puts it back into grad and takes it out of the result.
+    * A 2-D `b` shared by a batch of `a`s (the weight of a Linear layer): dL/db sums a^T @ grad over
+      the batch, which is one 2-D product of the batch folded into rows, (rows, k)^T @ (rows, n).
+    """
+
+    def forward(self, a, b):
+        if np.ndim(a) == 0 or np.ndim(b) == 0:
+            raise ValueError(f"shapes {np.shape(a)} and {np.shape(b)}: both operands need at "
+                             "least one axis (use * to multiply by a scalar)")
+        b_axis = -2 if b.ndim > 1 else 0
+        if a.shape[-1] != b.shape[b_axis]:
+            raise ValueError(f"shapes {a.shape} and {b.shape} are not aligned: {a.shape[-1]} "
+                             f"(axis -1 of a) != {b.shape[b_axis]} (axis {b_axis} of b)")
+        try:
+            out = a @ b
+        except ValueError:
+            raise ValueError(f"shapes {a.shape} and {b.shape}: the batch shapes {a.shape[:-2]} "
+                             f"and {b.shape[:-2]} do not broadcast") from None
+        self.saved = (a, b)
+        return out
+
+    def backward(self, grad):
+        a, b = self.saved
+        if b.ndim == 1:
+            b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)   # b (k, 1), grad (..., m, 1)
+        if a.ndim == 1:
+            a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)   # a (1, k), grad (..., 1, n)
+        grad_a = grad_b = None
+        if self.needs_grad(0):
+            grad_a = grad @ b.swapaxes(-1, -2)
+            if self.saved[0].ndim == 1:
+                grad_a = grad_a[..., 0, :]
+        if self.needs_grad(1):
+            if b.ndim == 2 and a.ndim > 2:
+                grad_b = a.reshape(-1, a.shape[-1]).T @ grad.reshape(-1, grad.shape[-1])
+            else:
+                grad_b = a.swapaxes(-1, -2) @ grad
+            if self.saved[1].ndim == 1:
+                grad_b = grad_b[..., 0]
+        return grad_a, grad_b

@@ -1,0 +1,61 @@
+"""Softmax and log-softmax: the one place where several NumPy steps are fused into one op.
+
+Written with the primitives (exp, sum, div) these would be correct, but their backward would keep
+several intermediate arrays; fused, each saves only its output and has a short backward rule.
+"""
+import numpy as np
+
+from tinyattn.engine import Function
+
+
+def _shifted(x, axis):
+    """x minus its maximum along `axis`: the largest entry becomes 0, so exp cannot overflow.
+
+    A row whose entries are all -inf (every key masked) is left at -inf instead of becoming
+    -inf - (-inf) = NaN.
+    """
+    row_max = x.max(axis=axis, keepdims=True)
+    return x - np.where(row_max == -np.inf, 0, row_max)
+
+
+class Softmax(Function):
+    """out_i = exp(x_i) / sum_j exp(x_j)   along `axis`, computed as exp(x_i - m) / sum_j exp(x_j - m)
+    with m = max_j x_j (the factor exp(-m) cancels), so no logit can overflow.
+
+    Backward is the Jacobian-vector product (README, "The softmax backward"): since
+    d out_j / d x_i = out_j * (1[i = j] - out_i),
+
+        dL/dx_i = sum_j grad_j * out_j * (1[i = j] - out_i) = out_i * (grad_i - sum_j grad_j * out_j)
+
+    which needs only the output, and no (n x n) Jacobian. A row of all -inf logits gets all-zero
+    weights (and so zero gradients) rather than 0/0 = NaN.
+    """
+
+    def forward(self, x, axis=-1):
+        exps = np.exp(_shifted(x, axis))
+        total = exps.sum(axis=axis, keepdims=True)
+        out = exps / np.where(total == 0, 1, total)
+        self.axis, self.saved = axis, out
+        return out
+
+    def backward(self, grad):
+        out = self.saved
+        return (out * (grad - (grad * out).sum(axis=self.axis, keepdims=True)),)
+
+
+class LogSoftmax(Function):
+    """out_i = x_i - log(sum_j exp(x_j)) = (x_i - m) - log(sum_j exp(x_j - m)),  m = max_j x_j.
+
+    Backward: d out_j / d x_i = 1[i = j] - softmax_i, so
+
+        dL/dx_i = grad_i - softmax_i * sum_j grad_j,    with softmax_i = exp(out_i).
+    """
+
+    def forward(self, x, axis=-1):
+        shifted = _shifted(x, axis)
+        out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        self.axis, self.saved = axis, out
+        return out
+
+    def backward(self, grad):
+        return (grad - np.exp(self.saved) * grad.sum(axis=self.axis, keepdims=True),)
