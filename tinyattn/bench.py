@@ -79,6 +79,84 @@ def chain_torch(torch):
 
 
 # ------------------------------------------------------------------------------------------------
+# 2. Multi-head self-attention, forward and backward, where the matrix products dominate: here the
+#    engine should cost almost nothing on top of the same computation written by hand.
+
+MHA_SIZES = dict(batch=8, length=128, embed_dim=256, num_heads=8)
+
+
+def mha_inputs(dtype, seed=0, batch=8, length=128, embed_dim=256, num_heads=8):
+    ta.manual_seed(seed)
+    layer = ta.nn.MultiHeadAttention(embed_dim, num_heads).to(dtype)
+    random = np.random.default_rng(seed)
+    x = random.standard_normal((batch, length, embed_dim)).astype(dtype)
+    grad_out = random.standard_normal((batch, length, embed_dim)).astype(dtype)
+    return layer, x, grad_out
+
+
+def mha_parameters(layer):
+    return [p for proj in (layer.q_proj, layer.k_proj, layer.v_proj, layer.out_proj)
+            for p in (proj.weight, proj.bias)]
+
+
+def mha_tinyattn(layer, x, grad_out):
+    x = ta.Tensor(x, requires_grad=True)
+    layer.zero_grad()
+    out, _ = layer(x)
+    out.backward(grad_out)
+    return [out.data, x.grad] + [p.grad for p in mha_parameters(layer)]
+
+
+def mha_numpy(layer, x, grad_out):
+    """Multi-head self-attention forward and backward, written out by hand with NumPy."""
+    Wq, bq, Wk, bk, Wv, bv, Wo, bo = (p.data for p in mha_parameters(layer))
+    B, T, E = x.shape
+    H = layer.num_heads
+    D = E // H
+    scale = 1.0 / D ** 0.5
+    rows = x.reshape(B * T, E)
+    q, k, v = ((rows @ W.T + b).reshape(B, T, H, D).transpose(0, 2, 1, 3)      # (B, H, T, D)
+               for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    scores = (q @ k.swapaxes(-1, -2)) * scale                                  # (B, H, T, T)
+    exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = exps / exps.sum(axis=-1, keepdims=True)
+    merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B * T, E)            # (B*T, E)
+    out = merged @ Wo.T + bo
+    # backward
+    grad_rows = grad_out.reshape(B * T, E)
+    grad_Wo, grad_bo = grad_rows.T @ merged, grad_rows.sum(axis=0)
+    grad_heads = (grad_rows @ Wo).reshape(B, T, H, D).transpose(0, 2, 1, 3)   # (B, H, T, D)
+    grad_weights = grad_heads @ v.swapaxes(-1, -2)                             # (B, H, T, T)
+    grad_v = weights.swapaxes(-1, -2) @ grad_heads
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(axis=-1, keepdims=True))
+    grad_scores *= scale
+    grad_q, grad_k = grad_scores @ k, grad_scores.swapaxes(-1, -2) @ q
+    grad_x, grad_params = np.zeros_like(rows), []
+    for grad, W in ((grad_q, Wq), (grad_k, Wk), (grad_v, Wv)):
+        grad = grad.transpose(0, 2, 1, 3).reshape(B * T, E)
+        grad_params += [grad.T @ rows, grad.sum(axis=0)]
+        grad_x += grad @ W
+    return [out.reshape(B, T, E), grad_x.reshape(B, T, E)] + grad_params + [grad_Wo, grad_bo]
+
+
+def bench_mha(rounds, dtype):
+    implementations = {"tinyattn": mha_tinyattn, "numpy": mha_numpy}
+    inputs = mha_inputs(dtype)
+    results = {name: fn(*inputs) for name, fn in implementations.items()}
+    tolerance = 1e-3 if dtype == np.float32 else 1e-8
+    for got, want in zip(results["tinyattn"], results["numpy"]):
+        if got.dtype != dtype or want.dtype != dtype:
+            raise AssertionError(f"bench: an array came out {got.dtype}, not {np.dtype(dtype)}")
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+    times = interleaved(implementations, inputs, rounds)
+    ratio = median_ratio(times, "tinyattn", "numpy")
+    print(f"   {np.dtype(dtype).name:<8} tinyattn {statistics.median(times['tinyattn']) * 1e3:6.1f} ms"
+          f"   numpy {statistics.median(times['numpy']) * 1e3:6.1f} ms"
+          f"   tinyattn / numpy {ratio:5.2f}x")
+    return ratio
+
+
+# ------------------------------------------------------------------------------------------------
 
 def interleaved(implementations, inputs, rounds):
     """Seconds per call of each implementation, one list entry per round, run A B C A B C ..."""
@@ -142,3 +220,8 @@ def main(argv):
         print("PyTorch is not installed: comparing with NumPy only.")
     print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}\n")
     bench_chain(args.rounds, torch)
+    sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
+    print(f"\n2. Multi-head self-attention, forward + backward ({sizes}), {args.rounds} "
+          "interleaved rounds, against the same computation by hand in NumPy")
+    for dtype in (np.float32, np.float64):
+        bench_mha(args.rounds, dtype)

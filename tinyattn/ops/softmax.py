@@ -32,9 +32,10 @@ class Softmax(Function):
     """
 
     def forward(self, x, axis=-1):
-        exps = np.exp(_shifted(x, axis))
-        total = exps.sum(axis=axis, keepdims=True)
-        out = exps / np.where(total == 0, 1, total)
+        out = _shifted(x, axis)
+        np.exp(out, out=out)                # in place: these arrays can be large (B, H, L, S)
+        total = out.sum(axis=axis, keepdims=True)
+        out /= np.where(total == 0, 1, total)
         self.axis, self.saved = axis, out
         return out
 

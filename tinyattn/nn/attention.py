@@ -1,0 +1,83 @@
+"""Multi-head attention: several attention heads side by side, each looking at its own slice of the
+embedding.
+
+    1. project   the inputs into queries, keys and values         (B, T, E) -> (B, T, E)
+    2. split     each projection into num_heads heads              (B, T, E) -> (B, H, T, D)
+    3. attend    every head on its own (scaled dot-product)        -> (B, H, L, D), weights (B, H, L, S)
+    4. merge     the heads back side by side                       (B, H, L, D) -> (B, L, E)
+    5. project   the merged heads with out_proj                    (B, L, E) -> (B, L, E)
+
+with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, S the key length.
+"""
+import tinyattn.functional as F
+from tinyattn.engine import Tensor
+from tinyattn.nn.layers import Linear
+from tinyattn.nn.module import Module
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention with batch-first inputs (B, T, E), as in "Attention Is All You Need".
+
+    forward(query, key=None, value=None, attn_mask=None, is_causal=False) -> (output, weights):
+    `key` defaults to `query` (self-attention) and `value` to `key`; for cross-attention pass the
+    other sequence as `key`. `weights` are per head, (B, num_heads, L, S).
+
+    `attn_mask` means what it means in `F.scaled_dot_product_attention`: True marks the (query, key)
+    pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
+    (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. Note that
+    PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True = masked).
+    """
+
+    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, dtype=None):
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
+                             f"num_heads {num_heads}")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.k_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.v_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+
+    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        B, L, S = self._check_inputs(query, key, value)
+        H, D, E = self.num_heads, self.head_dim, self.embed_dim
+
+        # 1. project
+        q = self.q_proj(query)                                  # (B, L, E)
+        k = self.k_proj(key)                                    # (B, S, E)
+        v = self.v_proj(value)                                  # (B, S, E)
+        # 2. split into heads: head h owns features h*D ... (h+1)*D - 1
+        q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)         # (B, H, L, D)
+        k = k.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
+        v = v.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
+        # 3. attend, every head at once (the head axis is a batch axis)
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal)
+        #                                                       # (B, H, L, D), (B, H, L, S)
+        # 4. merge the heads side by side
+        merged = heads.transpose(0, 2, 1, 3).reshape(B, L, E)   # (B, L, H, D) -> (B, L, E)
+        # 5. project
+        return self.out_proj(merged), weights                   # (B, L, E), (B, H, L, S)
+
+    def _check_inputs(self, query, key, value):
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"MultiHeadAttention: {name} must be a Tensor, "
+                                f"got {type(x).__name__}")
+            if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+                raise ValueError(f"MultiHeadAttention: {name} must have shape (B, T, "
+                                 f"{self.embed_dim}), got {x.shape}")
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(f"MultiHeadAttention: batch sizes differ: query {query.shape}, "
+                             f"key {key.shape}, value {value.shape}")
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"MultiHeadAttention: key and value lengths differ: key {key.shape}, "
+                             f"value {value.shape}")
+        return query.shape[0], query.shape[1], key.shape[1]
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"

@@ -1,0 +1,152 @@
+"""The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding, Dropout,
+the feed-forward block and the sinusoidal positional encoding.
+
+Every layer takes `dtype=None` (float64) and initialises its parameters as PyTorch does, from the
+generator `ta.manual_seed` seeds.
+"""
+import math
+
+import numpy as np
+
+import tinyattn.functional as F
+from tinyattn import rng
+from tinyattn.engine import Tensor, TensorIndexError
+from tinyattn.nn.module import Module, Parameter, uniform
+
+
+def check_width(layer, x, width):
+    if x.ndim < 1 or x.shape[-1] != width:
+        raise ValueError(f"{layer}: expected inputs of width {width} (shape (..., {width})), "
+                         f"got shape {x.shape}")
+
+
+class Linear(Module):
+    """y = x @ weight^T + bias, with PyTorch's layout: weight is (out_features, in_features).
+
+    Initialised uniformly in +-1/sqrt(in_features), as PyTorch does.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, dtype=None):
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = uniform((out_features, in_features), bound, dtype)
+        self.bias = uniform((out_features,), bound, dtype) if bias else None
+
+    def forward(self, x):
+        check_width("Linear", x, self.in_features)
+        y = x @ self.weight.T               # (..., in) @ (in, out) -> (..., out)
+        return y + self.bias if self.bias is not None else y
+
+    def extra_repr(self):
+        return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last axis (or the last len(normalized_shape) axes), then scale and shift
+    with the learned `weight` (ones at first) and `bias` (zeros)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, dtype=None):
+        self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                                 else tuple(normalized_shape))
+        self.eps = eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
+
+    def forward(self, x):
+        n = len(self.normalized_shape)
+        if x.shape[-n:] != self.normalized_shape:
+            raise ValueError(f"LayerNorm: expected inputs of shape (..., "
+                             f"{', '.join(map(str, self.normalized_shape))}), got {x.shape}")
+        return F.layer_norm(x, self.weight, self.bias, self.eps, axes=tuple(range(-n, 0)))
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """A lookup table: token id i -> row i of `weight` (num_embeddings, embedding_dim), initialised
+    from N(0, 1) as in PyTorch. The backward of the lookup adds each row's gradient back to its
+    row, summing over repeated ids."""
+
+    def __init__(self, num_embeddings, embedding_dim, dtype=None):
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        table = rng.generator.standard_normal((num_embeddings, embedding_dim))
+        self.weight = Parameter(table.astype(dtype or np.float64))
+
+    def forward(self, ids):
+        ids = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
+            bad = ids.max() if ids.max() >= self.num_embeddings else ids.min()
+            raise TensorIndexError(f"Embedding: id {bad} is out of range for {self.num_embeddings} "
+                             "embeddings")
+        return self.weight[ids]             # (*ids.shape, embedding_dim)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """Zero elements with probability p while training (scaling the rest by 1/(1-p))."""
+
+    def __init__(self, p=0.1):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be between 0 and 1, got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class FeedForward(Module):
+    """The position-wise feed-forward block: Linear(E, hidden) -> GELU -> Linear(hidden, E) ->
+    dropout. Each token is transformed on its own; attention is where tokens meet."""
+
+    def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None):
+        hidden_dim = hidden_dim or 4 * embed_dim
+        self.up = Linear(embed_dim, hidden_dim, dtype=dtype)
+        self.down = Linear(hidden_dim, embed_dim, dtype=dtype)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.down(F.gelu(self.up(x))))    # (..., E) -> (..., hidden) -> (..., E)
+
+
+def sinusoidal_positions(length, dim):
+    """The table of "Attention Is All You Need", (length, dim):
+
+        P[pos, 2i] = sin(pos / 10000^(2i/dim)),   P[pos, 2i+1] = cos(pos / 10000^(2i/dim))
+
+    Each pair of columns is a sinusoid of its own wavelength, so every position gets a distinct
+    pattern and nearby positions get similar ones.
+    """
+    positions = np.arange(length)[:, None]                        # (length, 1)
+    frequencies = 10000.0 ** (-np.arange(0, dim, 2) / dim)        # (ceil(dim / 2),)
+    angles = positions * frequencies                              # (length, ceil(dim / 2))
+    table = np.zeros((length, dim))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : dim // 2])
+    return table
+
+
+class PositionalEncoding(Module):
+    """Adds the sinusoidal position table to a batch of embeddings (B, T, E); no parameters."""
+
+    def __init__(self, embed_dim, max_len=1024):
+        self.embed_dim, self.max_len = embed_dim, max_len
+        self.table = sinusoidal_positions(max_len, embed_dim)
+
+    def forward(self, x):
+        check_width("PositionalEncoding", x, self.embed_dim)
+        T = x.shape[-2]
+        if T > self.max_len:
+            raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len "
+                             f"{self.max_len}")
+        return x + self.table[:T].astype(x.dtype, copy=False)     # (B, T, E) + (T, E)
+
+    def extra_repr(self):
+        return f"{self.embed_dim}, max_len={self.max_len}"

@@ -1,0 +1,134 @@
+"""`Module` and `Parameter`: how layers hold their weights.
+
+A Module is a Python object whose attributes include its Parameters and its sub-Modules (also
+inside lists, such as the blocks of a transformer). Walking those attributes in the order they were
+set gives every parameter a dotted name, `blocks.0.attn.q_proj.weight`, used by `state_dict()`,
+saving, loading and drawing.
+"""
+import numpy as np
+
+from tinyattn import rng
+from tinyattn.engine import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor a Module learns: it requires grad."""
+
+    def __init__(self, data, requires_grad=True):
+        super().__init__(data, requires_grad=requires_grad)
+
+
+class Module:
+    """Base class of the layers: subclasses set Parameters and sub-Modules in `__init__` and
+    write `forward`."""
+
+    training = True
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---------------------------------------------------------------- the tree of modules
+    def named_children(self):
+        """(name, module) for each direct sub-Module, including those in lists and tuples."""
+        for name, value in vars(self).items():
+            if isinstance(value, Module):
+                yield name, value
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield f"{name}.{i}", item
+
+    def named_parameters(self, prefix=""):
+        """(dotted name, parameter) for every parameter of this module and its sub-modules; a
+        parameter shared by two modules is listed once."""
+        seen = set()
+        for name, parameter in self._all_named_parameters(prefix):
+            if id(parameter) not in seen:
+                seen.add(id(parameter))
+                yield name, parameter
+
+    def _all_named_parameters(self, prefix):
+        for name, value in vars(self).items():
+            if isinstance(value, Parameter):
+                yield prefix + name, value
+        for name, child in self.named_children():
+            yield from child._all_named_parameters(f"{prefix}{name}.")
+
+    def parameters(self):
+        return [parameter for _, parameter in self.named_parameters()]
+
+    def modules(self):
+        """This module and all its sub-modules, depth first."""
+        yield self
+        for _, child in self.named_children():
+            yield from child.modules()
+
+    # ---------------------------------------------------------------- training state
+    def zero_grad(self):
+        for parameter in self.parameters():
+            parameter.grad = None
+
+    def train(self, mode=True):
+        """Switch training mode (dropout on) or, with mode=False, evaluation mode; returns self."""
+        for module in self.modules():
+            module.training = mode
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def to(self, dtype):
+        """Convert every parameter to `dtype` (e.g. np.float32), in place; returns self."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"to: parameters must be floating point, got {dtype}")
+        for parameter in self.parameters():
+            parameter.data = parameter.data.astype(dtype)
+            parameter.grad = None
+        return self
+
+    # ---------------------------------------------------------------- saving and loading
+    def state_dict(self):
+        """{dotted name: a copy of the parameter's array}."""
+        return {name: parameter.data.copy() for name, parameter in self.named_parameters()}
+
+    def load_state_dict(self, state):
+        """Copy arrays into the parameters of the same names; names and shapes must match."""
+        parameters = dict(self.named_parameters())
+        missing, unexpected = parameters.keys() - state.keys(), state.keys() - parameters.keys()
+        if missing or unexpected:
+            raise ValueError(f"load_state_dict: missing {sorted(missing)}, "
+                             f"unexpected {sorted(unexpected)}")
+        for name, parameter in parameters.items():
+            value = np.asarray(state[name])
+            if value.shape != parameter.shape:
+                raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
+                                 f"the state has {value.shape}")
+            parameter.data[...] = value
+
+    def save(self, path):
+        """Save the parameters to a NumPy `.npz` file (arrays only, no pickle)."""
+        np.savez(path, **self.state_dict())
+
+    def load(self, path):
+        """Load parameters saved by `save`."""
+        with np.load(path, allow_pickle=False) as arrays:
+            self.load_state_dict(dict(arrays))
+        return self
+
+    def __repr__(self):
+        children = "".join(f"\n  ({name}): " + repr(child).replace("\n", "\n  ")
+                           for name, child in self.named_children())
+        return f"{type(self).__name__}({self.extra_repr()}{children}\n)" if children \
+            else f"{type(self).__name__}({self.extra_repr()})"
+
+    def extra_repr(self):
+        return ""
+
+
+def uniform(shape, bound, dtype):
+    """A parameter drawn uniformly from [-bound, bound] with the seedable generator."""
+    return Parameter(rng.generator.uniform(-bound, bound, shape).astype(dtype or np.float64))

@@ -1,0 +1,80 @@
+"""Optimizers: they read each parameter's `.grad` and update its `.data` in place.
+
+Hyper-parameters are Python floats, so a float32 model stays float32.
+"""
+import numpy as np
+
+from tinyattn.engine import Tensor
+
+
+class Optimizer:
+    def __init__(self, params, lr):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got an empty list of parameters")
+        for p in self.params:
+            if not isinstance(p, Tensor) or not p.requires_grad:
+                raise TypeError(f"{type(self).__name__}: every parameter must be a Tensor that "
+                                "requires grad")
+        if lr <= 0:
+            raise ValueError(f"{type(self).__name__}: lr must be positive, got {lr}")
+        self.lr = float(lr)
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum (PyTorch's form):
+
+        v = momentum * v + grad (+ weight_decay * p);   p = p - lr * v
+    """
+
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.velocity = [None] * len(self.params)
+
+    def step(self):
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            grad = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+            if self.momentum:
+                if self.velocity[i] is None:
+                    self.velocity[i] = np.array(grad)
+                else:
+                    self.velocity[i] = self.momentum * self.velocity[i] + grad
+                grad = self.velocity[i]
+            p.data -= self.lr * grad
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), as in PyTorch:
+
+        m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,   t = number of steps so far
+        p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr)
+        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.m = [np.zeros_like(p.data) for p in self.params]
+        self.v = [np.zeros_like(p.data) for p in self.params]
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+        correction1 = 1.0 - self.beta1 ** self.steps
+        correction2 = 1.0 - self.beta2 ** self.steps
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            grad = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+            m *= self.beta1
+            m += (1.0 - self.beta1) * grad
+            v *= self.beta2
+            v += (1.0 - self.beta2) * grad * grad
+            p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
