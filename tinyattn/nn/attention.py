@@ -22,19 +22,23 @@ class MultiHeadAttention(Module):
     `key` defaults to `query` (self-attention) and `value` to `key`; for cross-attention pass the
     other sequence as `key`. `weights` are per head, (B, num_heads, L, S).
 
+    `scale` multiplies the scores; the default is 1 / sqrt(head_dim), `scale=1.0` leaves them
+    unscaled.
+
     `attn_mask` means what it means in `F.scaled_dot_product_attention`: True marks the (query, key)
     pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
     (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. Note that
     PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True = masked).
     """
 
-    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, dtype=None):
+    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
                              f"num_heads {num_heads}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = dropout
+        self.scale = scale          # None: 1 / sqrt(head_dim); 1.0: unscaled (see demos)
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.k_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.v_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
@@ -56,7 +60,7 @@ class MultiHeadAttention(Module):
         v = v.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
         # 3. attend, every head at once (the head axis is a batch axis)
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal)
+        heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal, self.scale)
         #                                                       # (B, H, L, D), (B, H, L, S)
         # 4. merge the heads side by side
         merged = heads.transpose(0, 2, 1, 3).reshape(B, L, E)   # (B, L, H, D) -> (B, L, E)

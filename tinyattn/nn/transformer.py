@@ -16,9 +16,11 @@ from tinyattn.nn.module import Module
 class TransformerBlock(Module):
     """Pre-LN block: x + attn(ln1(x)), then x + ff(ln2(x)). Inputs and outputs are (B, T, E)."""
 
-    def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, dtype=None):
+    def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
+                 dtype=None):
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
-        self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, dtype=dtype)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
+                                       dtype=dtype)
         self.ln2 = LayerNorm(embed_dim, dtype=dtype)
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
@@ -37,14 +39,15 @@ class CausalTransformer(Module):
     """A small GPT-style language model: token ids (B, T) -> next-token logits (B, T, vocab_size).
 
     embedding + sinusoidal positions -> num_layers causal TransformerBlocks -> LayerNorm -> Linear.
+    `scale` is passed to every attention layer (None: 1 / sqrt(head_dim); 1.0: unscaled).
     """
 
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
-                 dtype=None):
+                 scale=None, dtype=None):
         self.embed = Embedding(vocab_size, embed_dim, dtype=dtype)
         self.positions = PositionalEncoding(embed_dim, max_len)
-        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout, dtype=dtype)
-                       for _ in range(num_layers)]
+        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout, scale=scale,
+                                        dtype=dtype) for _ in range(num_layers)]
         self.ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, vocab_size, dtype=dtype)
 

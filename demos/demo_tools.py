@@ -1,0 +1,45 @@
+"""What the demos share: their command line, their tables, and matplotlib when it is installed.
+
+Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
+directory) and `--quick`, a smaller run that the test suite uses.
+"""
+import argparse
+import pathlib
+
+DEFAULT_OUTPUT = "tinyattn-demos"
+
+
+def argument_parser(doc):
+    """A parser with the arguments every demo has; a demo may add its own before parsing."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", nargs="?", default=DEFAULT_OUTPUT, type=pathlib.Path,
+                        help=f"folder for the pictures (default: ./{DEFAULT_OUTPUT})")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smaller, faster run (what the tests run)")
+    return parser
+
+
+def output_folder(args):
+    args.output.mkdir(parents=True, exist_ok=True)
+    return args.output
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (with a note) when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("(matplotlib is not installed, so no picture: `pip install matplotlib` for one; "
+              "the table above holds the same numbers)")
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def print_table(headers, rows):
+    """Print rows of already formatted strings under their headers, right-aligned in columns."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    for line in [headers, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(cell).rjust(w) for cell, w in zip(line, widths)))
