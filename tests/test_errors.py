@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
-from tinyattn import engine
+import tinyattn.functional as F
+import tinyattn.nn as nn
+from tinyattn import engine, optim
 
 
 def t(*shape):
@@ -46,6 +48,49 @@ def t(*shape):
      r"backward: the seed gradient has shape \(3,\) but the tensor has shape \(2, 3\)"),
     (lambda: ta.tensor([1.0, 2.0]).sum().backward(), ValueError,
      r"backward: this tensor of shape \(\) does not require grad"),
+    # functions and layers
+    (lambda: F.scaled_dot_product_attention(t(2, 3, 4), t(2, 5, 3), t(2, 5, 6)), ValueError,
+     r"scaled_dot_product_attention: query and key must have the same width E, got "
+     r"query \(2, 3, 4\), key \(2, 5, 3\), value \(2, 5, 6\)"),
+    (lambda: F.scaled_dot_product_attention(t(2, 3, 4), t(2, 5, 4), t(2, 4, 6)), ValueError,
+     r"scaled_dot_product_attention: key and value must have the same length S, .*\(2, 4, 6\)"),
+    (lambda: F.scaled_dot_product_attention(t(2, 3, 4), t(3, 5, 4), t(3, 5, 6)), ValueError,
+     r"scaled_dot_product_attention: the leading \(batch\) axes do not broadcast"),
+    (lambda: F.scaled_dot_product_attention(t(2, 3, 4), t(2, 5, 4), t(2, 5, 6),
+                                            attn_mask=np.ones((4, 5), bool)), ValueError,
+     r"attn_mask of shape \(4, 5\) does not broadcast to the scores' shape \(2, 3, 5\)"),
+    (lambda: F.scaled_dot_product_attention(t(2, 3, 4), t(2, 5, 4), t(2, 5, 6),
+                                            attn_mask=np.ones((3, 5), int)), TypeError,
+     r"attn_mask must be boolean or float, got dtype int"),
+    (lambda: F.scaled_dot_product_attention(t(4), t(5, 4), t(5, 6)), ValueError,
+     r"query needs at least 2 dimensions .* got shape \(4,\)"),
+    (lambda: nn.MultiHeadAttention(10, 3), ValueError,
+     r"MultiHeadAttention: embed_dim 10 is not divisible by num_heads 3"),
+    (lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 6)), ValueError,
+     r"MultiHeadAttention: query must have shape \(B, T, 8\), got \(2, 3, 6\)"),
+    (lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(3, 3, 8)), ValueError,
+     r"MultiHeadAttention: batch sizes differ"),
+    (lambda: nn.Linear(4, 3)(t(2, 5)), ValueError,
+     r"Linear: expected inputs of width 4 \(shape \(\.\.\., 4\)\), got shape \(2, 5\)"),
+    (lambda: nn.LayerNorm(4)(t(2, 5)), ValueError, r"LayerNorm: expected inputs of shape \(\.\.\., 4\)"),
+    (lambda: F.layer_norm(t(2, 3), t(4), t(4)), ValueError,
+     r"layer_norm: weight of shape \(4,\) does not fit inputs of shape \(2, 3\)"),
+    (lambda: nn.Embedding(4, 3)(np.array([0, 4])), IndexError,
+     r"Embedding: id 4 is out of range for 4 embeddings"),
+    (lambda: nn.Embedding(4, 3)(np.array([0.5])), TypeError, r"Embedding: ids must be integers"),
+    (lambda: F.cross_entropy(t(3, 4), np.array([0, 1])), ValueError,
+     r"cross_entropy: logits of shape \(3, 4\) need targets of shape \(3,\), got \(2,\)"),
+    (lambda: F.cross_entropy(t(3, 4), np.array([0, 1, 4])), ValueError,
+     r"cross_entropy: target 4 is out of range for 4 classes"),
+    (lambda: F.cross_entropy(t(3, 4), np.array([0.0, 1, 2])), TypeError,
+     r"cross_entropy: targets must be integer class indices"),
+    (lambda: F.dropout(t(3), 1.5), ValueError, r"dropout: p must be between 0 and 1, got 1.5"),
+    (lambda: nn.PositionalEncoding(4, max_len=3)(t(1, 5, 4)), ValueError,
+     r"PositionalEncoding: sequence length 5 exceeds max_len 3"),
+    (lambda: optim.SGD([], lr=0.1), ValueError, r"SGD: got an empty list of parameters"),
+    (lambda: optim.Adam(nn.Linear(2, 2).parameters(), lr=-1), ValueError,
+     r"Adam: lr must be positive, got -1"),
+    (lambda: nn.Linear(2, 2).to(np.int32), TypeError, r"to: parameters must be floating point"),
 ])
 def test_bad_input_is_named(call, error, message):
     with pytest.raises(error, match=message):

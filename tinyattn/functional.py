@@ -41,6 +41,11 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
 
         y = (x - mean) / sqrt(var + eps) * weight + bias,   var the biased variance (as PyTorch)
     """
+    normalized_shape = tuple(x.shape[axis] for axis in axes)
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is not None and parameter.shape != normalized_shape:
+            raise ValueError(f"layer_norm: {name} of shape {parameter.shape} does not fit inputs of "
+                             f"shape {x.shape} normalised over {normalized_shape}")
     mean = x.mean(axis=axes, keepdims=True)
     centered = x - mean
     variance = (centered * centered).mean(axis=axes, keepdims=True)

@@ -1,0 +1,91 @@
+"""The training pieces: the optimizers' update rules, and a small causal transformer that learns a
+task for real."""
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.nn as nn
+from tinyattn import optim
+
+
+def parameter_with_grad(value, grad, dtype=np.float64):
+    p = nn.Parameter(np.array(value, dtype=dtype))
+    p.grad = np.array(grad, dtype=dtype)
+    return p
+
+
+def test_sgd_with_momentum_and_weight_decay():
+    p = parameter_with_grad([1.0, -2.0], [0.5, 0.5])
+    sgd = optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01)
+    sgd.step()                                  # v = g + wd p
+    v = np.array([0.5, 0.5]) + 0.01 * np.array([1.0, -2.0])
+    expected = np.array([1.0, -2.0]) - 0.1 * v
+    np.testing.assert_allclose(p.data, expected)
+    sgd.step()                                  # v = 0.9 v + g + wd p
+    v = 0.9 * v + np.array([0.5, 0.5]) + 0.01 * expected
+    np.testing.assert_allclose(p.data, expected - 0.1 * v)
+
+
+def test_adam_matches_its_formula():
+    start, g1, g2 = np.array([1.0, -2.0, 3.0]), np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])
+    p = parameter_with_grad(start, g1)
+    adam = optim.Adam([p], lr=0.01)
+    adam.step()          # step 1: m / (1 - b1) = g and v / (1 - b2) = g^2, so p moves by lr sign(g)
+    np.testing.assert_allclose(p.data, [0.99, -1.99, 3.0], rtol=1e-6)
+    after_one = start - 0.01 * g1 / (np.abs(g1) + 1e-8)
+    np.testing.assert_allclose(p.data, after_one, rtol=1e-12)
+    p.grad = g2.copy()
+    adam.step()
+    m = 0.9 * 0.1 * g1 + 0.1 * g2
+    v = 0.999 * 0.001 * g1 ** 2 + 0.001 * g2 ** 2
+    step = 0.01 * (m / (1 - 0.9 ** 2)) / (np.sqrt(v / (1 - 0.999 ** 2)) + 1e-8)
+    np.testing.assert_allclose(p.data, after_one - step, rtol=1e-12)
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.Adam(ps, lr=0.1)])
+def test_optimizers_keep_float32_and_clear_gradients(make):
+    p = parameter_with_grad([1.0, 2.0], [0.5, -0.5], np.float32)
+    optimizer = make([p])
+    optimizer.step()
+    optimizer.step()
+    assert p.dtype == np.float32
+    optimizer.zero_grad()
+    assert p.grad is None
+
+
+def reverse_task(random, batch, length=4, digits=6):
+    """Sequences `d1 d2 d3 d4 SEP d4 d3 d2 d1`: after the separator, the model must reproduce the
+    digits in reverse order, which it can only do by attending back to them."""
+    separator = digits
+    first_half = random.integers(0, digits, (batch, length))
+    sequences = np.concatenate([first_half, np.full((batch, 1), separator), first_half[:, ::-1]],
+                               axis=1)                                 # (B, 2 * length + 1)
+    inputs, targets = sequences[:, :-1], sequences[:, 1:].copy()       # predict the next token
+    targets[:, :length] = -100          # the first digits are random: nothing to learn there
+    return inputs, targets
+
+
+def test_a_small_causal_transformer_learns_to_reverse():
+    ta.manual_seed(0)
+    random = np.random.default_rng(0)
+    model = nn.CausalTransformer(vocab_size=7, embed_dim=32, num_heads=2, num_layers=2, max_len=8,
+                                 dtype=np.float32)
+    adam = optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(150):
+        inputs, targets = reverse_task(random, batch=32)
+        logits = model(inputs)                                      # (B, T, vocab)
+        loss = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1))
+        adam.zero_grad()
+        loss.backward()
+        adam.step()
+        losses.append(loss.item())
+    assert losses[0] > 1.5                                  # about log(6): a guess
+    assert np.mean(losses[-10:]) < 0.25 * losses[0]
+    inputs, targets = reverse_task(np.random.default_rng(1), batch=200)
+    with ta.no_grad():
+        predictions = model(inputs).data.argmax(axis=-1)
+    scored = targets != -100
+    assert np.mean(predictions[scored] == targets[scored]) > 0.9
