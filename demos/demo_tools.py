@@ -31,7 +31,7 @@ def pyplot():
         import matplotlib
     except ImportError:
         print("(matplotlib is not installed, so no picture: `pip install matplotlib` for one; "
-              "the table above holds the same numbers)")
+              "the printed tables hold the same numbers)")
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
