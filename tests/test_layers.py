@@ -243,14 +243,17 @@ def test_module_to_converts_every_parameter():
     np.testing.assert_allclose(logits.data, reference, rtol=1e-4, atol=1e-4)
 
 
-def test_every_parameter_of_a_block_gets_a_gradient():
+def test_every_parameter_of_a_block_gets_a_gradient_but_the_key_bias():
     block = nn.TransformerBlock(8, 2)
     x = ta.tensor(arrays((2, 5, 8))[0], requires_grad=True)
     block(x, is_causal=True).backward(arrays((2, 5, 8), seed=1)[0])
     names = dict(block.named_parameters())
     assert len(names) == 16
+    # The one exception, exactly: the key bias adds q . b_k to every score of query q, and softmax
+    # ignores a shift shared by a whole row, so its gradient is 0 up to rounding.
+    assert np.abs(names.pop("attn.k_proj.bias").grad).max() < 1e-12
     for name, parameter in names.items():
-        assert parameter.grad is not None and np.abs(parameter.grad).max() > 0, name
+        assert parameter.grad is not None and np.abs(parameter.grad).max() > 1e-3, name
 
 
 def test_named_parameters_are_dotted_paths():
