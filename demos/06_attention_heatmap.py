@@ -1,0 +1,211 @@
+"""Demo 6: where a trained transformer's attention heads look.
+
+What it shows: a small causal transformer (`nn.CausalTransformer`, 2 layers of 2 heads) trained to
+reverse a list of digits, then its attention weights on one held-out example, drawn as a grid of
+heatmaps (one per layer and head) with the tokens on the axes, and a text summary of where each
+head looks and whether that is where the task needs it to look.
+
+    python demos/06_attention_heatmap.py [output folder] [--quick]
+
+The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed). The
+full run takes about ten seconds; `--quick` trains for fewer steps.
+
+The task: 8 digits, a separator "|", then the same digits backwards.
+
+    3 1 4 1 5 9 2 6 | 6 2 9 5 1 4 1 3       positions 0-7 the digits, 8 the separator,
+                                            9-16 the digits backwards
+
+It is trained as a language model: at every position the model predicts the next token, and the
+loss counts the reversed half only (the first half is random and cannot be predicted). With causal
+attention, query position p sees the keys 0 ... p. The digit to write after position p
+(p = 8, the separator, up to 15) is the one at position 15 - p: the mirror image of the next
+position across the separator. A head that has learned to fetch it draws an anti-diagonal in the
+rows from the separator down.
+
+Each heatmap row is one query position, and its weights sum to 1 over the keys it can see (the
+causal mask leaves the upper triangle empty). The rows above the separator belong to the random
+first half, which the loss does not score.
+"""
+import importlib
+import textwrap
+
+import numpy as np
+
+import demo_tools
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.nn as nn
+
+# Demo 5's training loop (Adam, held-out checkpoints, progress lines); its name starts with a
+# digit, so it is imported by name rather than with an import statement.
+train = importlib.import_module("05_scaling_in_training").train
+
+SEED = 0
+NUM_DIGITS, LENGTH = 10, 8
+SEPARATOR = NUM_DIGITS              # token id 10, drawn as "|"
+VOCAB = NUM_DIGITS + 1
+IGNORE = -100                       # F.cross_entropy's ignore_index: positions the loss skips
+EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
+HELD_OUT, LEARNING_RATE = 512, 3e-3
+FULL = {"steps": 300, "eval_every": 50, "print_every": 50}
+QUICK = {"steps": 80, "eval_every": 20, "print_every": 40}
+ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digits written so far
+MIRROR_KEYS = 2 * LENGTH - 1 - ANSWER_QUERIES          # the key each of them needs
+KIND_NAMES = {"mirror": "the mirror key", "beside mirror": "a key next to the mirror",
+              "separator": "the separator", "itself": "its own position",
+              "previous": "the position before it", "other": "other keys"}
+
+
+def reversal_batch(random, size):
+    """(ids, targets), both (size, 2 * LENGTH): the tokens fed in, and the next token wherever it
+    belongs to the reversed half (IGNORE elsewhere)."""
+    digits = random.integers(0, NUM_DIGITS, (size, LENGTH))
+    separator = np.full((size, 1), SEPARATOR)
+    sequence = np.concatenate([digits, separator, digits[:, ::-1]], axis=1)    # (size, 2L + 1)
+    ids, targets = sequence[:, :-1], sequence[:, 1:].copy()                    # (size, 2L)
+    targets[:, :LENGTH] = IGNORE
+    return ids, targets
+
+
+def reversal_score(model, batch):
+    """(cross-entropy over the reversed digits as a tensor, share of them predicted right)."""
+    ids, targets = batch
+    logits = model(ids)                                             # (B, T, VOCAB)
+    answered = targets != IGNORE
+    accuracy = float((logits.data.argmax(axis=-1) == targets)[answered].mean())
+    return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)), accuracy
+
+
+def token_labels(ids):
+    return ["|" if token == SEPARATOR else str(token) for token in ids]
+
+
+def where_heads_look(weights):
+    """For every (layer, head): the share of answer queries whose largest weight is on each kind
+    of key, counted in this order (the first kind that fits): the mirror key the task needs, a
+    key next to it, the separator, the query's own position, the one before it, anything else."""
+    shares = {}
+    for layer, layer_weights in enumerate(weights):                 # (B, H, T, T)
+        top_keys = layer_weights[:, :, ANSWER_QUERIES, :].argmax(axis=-1)   # (B, H, L)
+        for head in range(layer_weights.shape[1]):
+            top = top_keys[:, head]                                 # (B, L)
+            kinds = {"mirror": top == MIRROR_KEYS, "beside mirror": abs(top - MIRROR_KEYS) == 1,
+                     "separator": top == LENGTH,
+                     "itself": top == ANSWER_QUERIES, "previous": top == ANSWER_QUERIES - 1}
+            counted = np.zeros(top.shape, dtype=bool)
+            share = {}
+            for kind, fits in kinds.items():
+                share[kind] = float((fits & ~counted).mean())
+                counted |= fits
+            share["other"] = float((~counted).mean())
+            shares[(layer + 1, head + 1)] = share
+    return shares
+
+
+def print_example(ids, targets, predictions, example_weights):
+    """One row per answer query: what it must write, the key it needs, and each head's top key."""
+    labels = token_labels(ids)
+    heads = [(layer, head) for layer in range(len(example_weights))
+             for head in range(example_weights[layer].shape[0])]
+    rows = []
+    for query, needed in zip(ANSWER_QUERIES, MIRROR_KEYS):
+        row = [f"{query} '{labels[query]}'", f"{targets[query]} (wrote {predictions[query]})",
+               f"{needed} '{labels[needed]}'"]
+        for layer, head in heads:
+            top = int(example_weights[layer][head, query].argmax())
+            row.append(f"{top} '{labels[top]}'" + (" *" if top == needed else "  "))
+        rows.append(row)
+    demo_tools.print_table(["query", "must write", "needs key"]
+                           + [f"L{layer + 1}H{head + 1} top key" for layer, head in heads], rows)
+
+
+def describe(shares, accuracy):
+    """A paragraph from the measured numbers: the accuracy, and what each head mostly does."""
+    best = max(shares, key=lambda head: shares[head]["mirror"])
+    sentences = [f"The trained model writes {accuracy:.1%} of the held-out reversed digits right "
+                 f"(chance: {1 / NUM_DIGITS:.0%}). Head L{best[0]}H{best[1]} puts its largest "
+                 f"weight on the mirror key for {shares[best]['mirror']:.0%} of the answer "
+                 "queries" + (": it reads the digit to write from where the task puts it, the "
+                              "anti-diagonal in its heatmap." if shares[best]["mirror"] >= 0.5 else
+                              "; no head has clearly learned to look at the mirror key.")]
+    for (layer, head), share in shares.items():
+        if (layer, head) != best:
+            first, second = sorted(share, key=share.get, reverse=True)[:2]
+            also = f", then {KIND_NAMES[second]} ({share[second]:.0%})" if share[second] >= 0.01 else ""
+            sentences.append(f"L{layer}H{head} looks mostly at {KIND_NAMES[first]} "
+                             f"({share[first]:.0%}){also}.")
+    return textwrap.fill(" ".join(sentences), width=98)
+
+
+def plot(ids, example_weights, shares, path):
+    plt = demo_tools.pyplot()
+    if plt is None:
+        return None
+    labels = token_labels(ids)
+    num_layers, num_heads = len(example_weights), example_weights[0].shape[0]
+    figure, grid = plt.subplots(num_layers, num_heads, figsize=(4.6 * num_heads, 4.6 * num_layers),
+                                squeeze=False, layout="constrained")
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            axes = grid[layer, head]
+            image = axes.imshow(example_weights[layer][head], cmap="Blues", vmin=0, vmax=1)
+            axes.scatter(MIRROR_KEYS, ANSWER_QUERIES, s=60, facecolors="none",
+                         edgecolors="tab:red", linewidths=1)    # where the task needs it to look
+            axes.set_xticks(range(len(labels)), labels)
+            axes.set_yticks(range(len(labels)), labels)
+            axes.set(xlabel="key (position attended to)", ylabel="query (position attending)",
+                     title=f"layer {layer + 1}, head {head + 1}\ntop key on the mirror: "
+                           f"{shares[(layer + 1, head + 1)]['mirror']:.0%} of answer rows")
+    figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
+    figure.suptitle("Attention weights on one held-out example (red circles: the key each answer "
+                    "query needs)")
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def main(argv=None):
+    args = demo_tools.argument_parser(__doc__).parse_args(argv)
+    folder = demo_tools.output_folder(args)
+    settings = QUICK if args.quick else FULL
+    ta.manual_seed(SEED)
+    model = nn.CausalTransformer(VOCAB, EMBED_DIM, NUM_HEADS, NUM_LAYERS, max_len=2 * LENGTH,
+                                 dtype=np.float32)
+    print(f"Reversing {LENGTH} digits with a causal transformer ({NUM_LAYERS} layers x "
+          f"{NUM_HEADS} heads, embed_dim {EMBED_DIM}), Adam (lr {LEARNING_RATE}), "
+          f"{settings['steps']} steps:\n")
+    held_out = reversal_batch(np.random.default_rng(SEED + 1), HELD_OUT)    # never trained on
+    curves = train(model, reversal_batch, reversal_score, held_out, "reversal", **settings,
+                   learning_rate=LEARNING_RATE)
+
+    ids, targets = held_out
+    with ta.no_grad():
+        logits, weights = model(ids, return_weights=True)       # (B, T, VOCAB), [(B, H, T, T)]
+    weights = [layer_weights.data for layer_weights in weights]
+    predictions = logits.data.argmax(axis=-1)                   # (B, T)
+    shares = where_heads_look(weights)
+    example_weights = [layer_weights[0] for layer_weights in weights]   # [(H, T, T)]
+
+    print(f"\nOne held-out example, {' '.join(token_labels(ids[0]))}\nEach answer query "
+          "(position 'token') and the key each head attends to most (* = the key it needs):")
+    print_example(ids[0], targets[0], predictions[0], example_weights)
+    print(f"\nOver all {HELD_OUT} held-out examples, where each head's largest weight falls "
+          f"(answer queries {ANSWER_QUERIES[0]} to {ANSWER_QUERIES[-1]}):")
+    kinds = list(next(iter(shares.values())))
+    demo_tools.print_table(["layer", "head"] + kinds,
+                           [[str(layer), str(head)] + [f"{share[kind]:.0%}" for kind in kinds]
+                            for (layer, head), share in shares.items()])
+    accuracy = curves["held_out_accuracy"][-1]
+    print("\n" + describe(shares, accuracy) + "\n")
+    picture = plot(ids[0], example_weights, shares, folder / "attention_heatmap.png")
+    if picture is not None:
+        print(f"heatmaps: {picture}")
+    row_sums = [layer_weights.sum(axis=-1) for layer_weights in weights]
+    return {"curves": curves, "accuracy": accuracy, "shares": shares,
+            "example_ids": ids[0], "example_weights": example_weights,
+            "largest_row_sum_error": max(float(np.abs(sums - 1).max()) for sums in row_sums),
+            "picture": picture}
+
+
+if __name__ == "__main__":
+    main()
