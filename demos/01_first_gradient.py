@@ -5,6 +5,9 @@ chain rule written out by hand, and by central finite differences -- and that al
 
     python demos/01_first_gradient.py
 
+(It draws no picture; like every demo it accepts an output folder and `--quick`, which change
+nothing here.)
+
 The expression, for a vector x and a matrix W:
 
     h = tanh(W @ x)             the hidden layer
@@ -17,10 +20,9 @@ By hand (the chain rule, from the loss back to the inputs):
     dL/dW = outer(dL/dz, x)     the matmul adjoint: dL/dW = dL/dz @ x^T
     dL/dx = W^T @ dL/dz
 """
-import argparse
-
 import numpy as np
 
+import demo_tools
 import tinyattn as ta
 
 
@@ -60,7 +62,7 @@ def by_tinyattn(W, x):
 
 
 def main(argv=None):
-    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)
+    demo_tools.parse(__doc__, argv)
     random = np.random.default_rng(0)
     W, x = random.standard_normal((3, 4)), random.standard_normal(4)
     print("\n\n".join(__doc__.split("\n\n")[3:5]), "\n")

@@ -112,8 +112,8 @@ def multi_head_graph():
 
 
 def main(argv=None):
-    args = demo_tools.argument_parser(__doc__).parse_args(argv)
-    folder = demo_tools.output_folder(args)
+    args = demo_tools.parse(__doc__, argv)
+    folder = args.output
     ta.manual_seed(0)
     results, rows = {}, []
     for name, build in (("mlp", mlp_graph), ("attention_head", head_graph),

@@ -199,16 +199,14 @@ def draw_eps(eps_results, folder):
     axes.set_ylabel("|numerical - analytical|")
     axes.set_title("Central differences: the eps trade-off")
     axes.legend()
-    path = folder / "03_gradcheck_eps.png"
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(figure)
+    path = folder / "gradcheck_eps.png"
     print(f"picture: {path}")
-    return path
+    return demo_tools.save_figure(figure, path, dpi=120, bbox_inches="tight")
 
 
 def main(argv=None):
-    args = demo_tools.argument_parser(__doc__).parse_args(argv)
-    folder = demo_tools.output_folder(args)
+    args = demo_tools.parse(__doc__, argv)
+    folder = args.output
     random = np.random.default_rng(SEED)
     print("\n\n".join(__doc__.split("\n\n")[-4:]))
     results, example = step_one_element(random)

@@ -223,14 +223,12 @@ def plot(results, folder):
                     "query): scores divided by sqrt(d_k), or not")
     figure.tight_layout()
     path = folder / "sqrt_dk.png"
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return demo_tools.save_figure(figure, path, dpi=120)
 
 
 def main(argv=None):
-    args = demo_tools.argument_parser(__doc__).parse_args(argv)
-    folder = demo_tools.output_folder(args)
+    args = demo_tools.parse(__doc__, argv)
+    folder = args.output
     key_dims = KEY_DIMS_QUICK if args.quick else KEY_DIMS_FULL
     print(__doc__.split("\n\n")[1])
     print("\n" + textwrap.fill(

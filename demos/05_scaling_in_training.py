@@ -263,14 +263,12 @@ def plot(comparisons, path):
         axes.legend(fontsize=8)
         axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return demo_tools.save_figure(figure, path, dpi=120)
 
 
 def main(argv=None):
-    args = demo_tools.argument_parser(__doc__).parse_args(argv)
-    folder = demo_tools.output_folder(args)
+    args = demo_tools.parse(__doc__, argv)
+    folder = args.output
     settings = QUICK if args.quick else FULL
     held_out = recall_batch(np.random.default_rng(SEED + 1), HELD_OUT)     # never trained on
     print(f"Associative recall: {NUM_PAIRS} (key, value) pairs, then a question; chance is "

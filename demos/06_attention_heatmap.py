@@ -159,14 +159,12 @@ def plot(ids, example_weights, shares, path):
     figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
     figure.suptitle("Attention weights on one held-out example (red circles: the key each answer "
                     "query needs)")
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return demo_tools.save_figure(figure, path, dpi=110)
 
 
 def main(argv=None):
-    args = demo_tools.argument_parser(__doc__).parse_args(argv)
-    folder = demo_tools.output_folder(args)
+    args = demo_tools.parse(__doc__, argv)
+    folder = args.output
     settings = QUICK if args.quick else FULL
     ta.manual_seed(SEED)
     model = nn.CausalTransformer(VOCAB, EMBED_DIM, NUM_HEADS, NUM_LAYERS, max_len=2 * LENGTH,

@@ -20,9 +20,11 @@ def argument_parser(doc):
     return parser
 
 
-def output_folder(args):
+def parse(doc, argv):
+    """A demo's command line, parsed (`args.output`, `args.quick`), its output folder created."""
+    args = argument_parser(doc).parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
-    return args.output
+    return args
 
 
 def pyplot():
@@ -36,6 +38,14 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def save_figure(figure, path, **savefig_options):
+    """Write a matplotlib figure to `path`, free its memory, and return the path."""
+    import matplotlib.pyplot as plt
+    figure.savefig(path, **savefig_options)
+    plt.close(figure)
+    return path
 
 
 def print_table(headers, rows):

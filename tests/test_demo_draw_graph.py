@@ -1,22 +1,15 @@
 """The graph-drawing demo: it draws the three graphs it promises, with the nodes it should have."""
-import importlib.util
-import pathlib
+import importlib
 import re
 import shutil
-import sys
 
 import pytest
 
 pytest.importorskip("graphviz")
 
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
-sys.path.insert(0, str(DEMOS))     # the demo imports demo_tools from its own folder
-
 
 def run_demo(folder):
-    spec = importlib.util.spec_from_file_location("draw_graph_demo", DEMOS / "02_draw_graph.py")
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = importlib.import_module("02_draw_graph")
     if shutil.which("dot"):
         return demo.main([str(folder), "--quick"])
     with pytest.warns(UserWarning, match="install Graphviz"):

@@ -1,20 +1,12 @@
 """Demo 3 (the gradient-check walkthrough) runs, and its numbers say what it claims."""
-import importlib.util
-import pathlib
-import sys
+import importlib
 
 import pytest
-
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    sys.path.insert(0, str(DEMOS))      # the demo imports demo_tools from its own folder
-    spec = importlib.util.spec_from_file_location("gradcheck_walkthrough",
-                                                  DEMOS / "03_gradcheck_walkthrough.py")
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = importlib.import_module("03_gradcheck_walkthrough")
     return demo.main([str(tmp_path_factory.mktemp("demo03")), "--quick"])
 
 

@@ -1,8 +1,6 @@
 """The sqrt(d_k) demo, in its quick mode: its measured numbers show what it claims."""
-import importlib.util
+import importlib
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -10,21 +8,11 @@ import pytest
 import tinyattn as ta
 import tinyattn.functional as F
 
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
-sys.path.insert(0, str(DEMOS))     # the demo imports demo_tools from its own folder
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, DEMOS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sqrt_dk")
-    demo = load("04_sqrt_dk")
+    demo = importlib.import_module("04_sqrt_dk")
     return demo, demo.main([str(folder), "--quick"]), folder
 
 

@@ -4,16 +4,12 @@ numbers."""
 import contextlib
 import importlib
 import io
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
 import tinyattn as ta
 
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
-sys.path.insert(0, str(DEMOS))      # the demos import demo_tools, and demo 6 imports demo 5
 scaling = importlib.import_module("05_scaling_in_training")
 heatmap = importlib.import_module("06_attention_heatmap")
 
