@@ -192,3 +192,28 @@ def test_tensor_basics():
     assert "grad_fn=<mul>" in repr(ta.tensor([1.0], requires_grad=True) * 2)
     with pytest.raises(TypeError):
         ta.tensor(["a", "b"])
+
+
+def test_deepcopy_and_pickle_make_independent_leaves():
+    import copy
+    import pickle
+    layer = ta.nn.Linear(3, 2)
+    twin = copy.deepcopy(layer)
+    x = ta.tensor(np.ones((1, 3)))
+    twin(x).sum().backward()
+    assert layer.weight.grad is None and twin.weight.grad is not None    # gradients stay apart
+    restored = pickle.loads(pickle.dumps(twin))
+    np.testing.assert_array_equal(restored.weight.data, twin.weight.data)
+    np.testing.assert_array_equal(restored.weight.grad, twin.weight.grad)
+    assert restored.weight.requires_grad and isinstance(restored.weight, ta.nn.Parameter)
+    with pytest.raises(RuntimeError, match="only leaf tensors"):
+        copy.deepcopy(layer.weight * 2)
+
+
+def test_comparisons_are_elementwise_constants():
+    x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    np.testing.assert_array_equal((x == 2).data, [False, True, False])
+    np.testing.assert_array_equal((x != 2).data, [True, False, True])
+    np.testing.assert_array_equal((x >= 2).data, [False, True, True])
+    assert not (x == 2).requires_grad
+    assert len({x, x}) == 1                  # still hashable, by identity

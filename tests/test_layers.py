@@ -300,3 +300,33 @@ def test_zero_grad_train_and_eval():
     assert not any(m.training for m in model.modules())
     np.testing.assert_array_equal(model(x).data, model(x).data)    # no dropout: deterministic
     assert model.train() is model and model.ff.dropout.training
+
+
+def test_load_state_dict_changes_nothing_when_a_shape_is_wrong():
+    layer = nn.Linear(3, 2)
+    before = layer.weight.data.copy()
+    with pytest.raises(ValueError):
+        layer.load_state_dict({"weight": np.zeros((2, 3)), "bias": np.zeros(3)})
+    np.testing.assert_array_equal(layer.weight.data, before)
+
+
+def test_a_float64_numpy_mask_keeps_float32_attention_float32():
+    mha = nn.MultiHeadAttention(8, 2, dtype=np.float32)
+    x = ta.tensor(arrays((2, 4, 8))[0].astype(np.float32), requires_grad=True)
+    additive = np.triu(np.full((4, 4), -np.inf), k=1)           # float64, as NumPy makes it
+    out, weights = mha(x, attn_mask=additive)
+    assert out.dtype == weights.dtype == np.float32
+    out.backward(np.ones(out.shape, np.float32))
+    assert x.grad.dtype == np.float32
+
+
+def test_max_backward_stays_float32_inside_the_graph():
+    x = ta.tensor(np.array([[1.0, 3.0, 3.0]], np.float32), requires_grad=True)
+    top = x.max(axis=1)
+    (grad,) = top._node.backward(np.ones(1, np.float32))    # what the sweep passes upstream
+    assert grad.dtype == np.float32
+    np.testing.assert_array_equal(grad, [[0.0, 0.5, 0.5]])
+
+
+def test_softmax_of_integers_is_computed_in_float64():
+    np.testing.assert_allclose(F.softmax(ta.tensor([1, 2, 3])).data, np_softmax(np.arange(1.0, 4.0)))

@@ -89,3 +89,18 @@ def test_a_small_causal_transformer_learns_to_reverse():
         predictions = model(inputs).data.argmax(axis=-1)
     scored = targets != -100
     assert np.mean(predictions[scored] == targets[scored]) > 0.9
+
+
+def test_adam_counts_steps_per_parameter():
+    """A parameter that first gets a gradient at the third step takes Adam's first step then (its
+    bias correction starts from 1), as in PyTorch; one without a gradient does not move."""
+    late, idle = parameter_with_grad([1.0], [0.0]), nn.Parameter(np.array([5.0]))
+    early = parameter_with_grad([1.0], [0.5])
+    adam = optim.Adam([early, late, idle], lr=0.1)
+    late.grad = None
+    adam.step()
+    adam.step()
+    late.grad = np.array([2.0])
+    adam.step()
+    np.testing.assert_allclose(late.data, [1.0 - 0.1 * 2.0 / (2.0 + 1e-8)])
+    np.testing.assert_array_equal(idle.data, [5.0])

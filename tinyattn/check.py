@@ -330,7 +330,7 @@ def run(name, fn, inputs, directions=None):
     """Compare every gradient of `fn(*inputs)` with finite differences; one Result."""
     comparisons = compare_gradients(fn, inputs, directions=directions)
     errors = [abs(c.analytical - c.numerical) for c in comparisons]
-    relative = [e / abs(c.numerical) for e, c in zip(errors, comparisons) 
+    relative = [e / abs(c.numerical) for e, c in zip(errors, comparisons)
                 if abs(c.numerical) > REL_FLOOR]
     passed = all(e <= ATOL + RTOL * abs(c.numerical) for e, c in zip(errors, comparisons))
     return Result(name, describe(inputs), len(comparisons), max(errors),

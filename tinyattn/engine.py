@@ -85,13 +85,6 @@ class Tensor:
         self.name = None
         self.requires_grad = requires_grad
 
-    @staticmethod
-    def _constant(data):
-        """A constant around an array NumPy just computed (no checks)."""
-        out = Tensor.__new__(Tensor)
-        out.data, out.grad, out.name, out._node = data, None, None, None
-        return out
-
     @property
     def requires_grad(self):
         return self._node is not None
@@ -149,6 +142,16 @@ class Tensor:
     def is_leaf(self):
         """True for tensors not made by an op: constants, and tensors the user asked gradients for."""
         return self._node is None or isinstance(self._node, Leaf)
+
+    def __reduce__(self):
+        """Pickling and copy.deepcopy: a leaf is rebuilt as a fresh leaf with copies of its data
+        and grad (the graph's weak references cannot be copied); a tensor made by an op refuses,
+        as in PyTorch."""
+        if not self.is_leaf:
+            raise RuntimeError("only leaf tensors (made by the user, not by an op) can be copied "
+                               "or pickled; detach() it first")
+        return type(self), (self.data, self.requires_grad), (None, {"grad": self.grad,
+                                                                    "name": self.name})
 
     def detach(self):
         """A constant sharing this tensor's data, cut from the graph."""
@@ -225,6 +228,16 @@ class Tensor:
         return ops.Neg.apply(self)
 
     # Comparisons give boolean constants (for masks and `ta.where`); they have no gradient.
+    # Comparisons are elementwise, as in NumPy, and give boolean constants (no gradient flows
+    # through a comparison). Tensors stay hashable by identity.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return Tensor(self.data == _data(other))
+
+    def __ne__(self, other):
+        return Tensor(self.data != _data(other))
+
     def __lt__(self, other):
         return Tensor(self.data < _data(other))
 
@@ -305,7 +318,7 @@ def _data(value):
     return value.data if isinstance(value, Tensor) else value
 
 
-def _constant(value, op):
+def _as_operand(value, op):
     """A non-tensor operand, as NumPy should see it.
 
     Numbers stay Python numbers, because NumPy lets a Python number take the dtype of the array it
@@ -355,7 +368,7 @@ class Function:
                 arrays.append(x.data)
                 parents.append(x._node)            # None for a tensor that needs no gradient
             else:
-                arrays.append(_constant(x, cls.name))   # a number or an array: a constant
+                arrays.append(_as_operand(x, cls.name))   # a number or an array: a constant
                 parents.append(None)
         try:
             data = node.forward(*arrays, **params)

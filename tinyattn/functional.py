@@ -76,6 +76,9 @@ def cross_entropy(logits, targets, ignore_index=-100):
     logits: (C,), (N, C), or (N, C, d1, ...) with the classes on axis 1; targets: integer class
     indices of shape (), (N,) or (N, d1, ...). Targets equal to `ignore_index` are left out.
     """
+    if logits.ndim == 0:
+        raise ValueError(f"cross_entropy: logits need at least one dimension (the classes), got "
+                         f"shape {logits.shape}")
     targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if targets.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: targets must be integer class indices, "
@@ -111,8 +114,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         output  = weights @ value                (..., L, Ev)  a weighted average of the values
     """
     scores_shape = _check_shapes(query, key, value)          # (..., L, S)
-    *_, L, S = scores_shape
-    allowed, additive = _masks(attn_mask, is_causal, scores_shape)
+    allowed, additive = _masks(attn_mask, is_causal, scores_shape, query.dtype)
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be between 0 and 1, "
                          f"got {dropout_p}")
@@ -158,6 +160,9 @@ def _check_shapes(query, key, value):
             raise ValueError(f"scaled_dot_product_attention: {name} needs at least 2 dimensions "
                              f"(..., length, width), got shape {x.shape}")
     shapes = f"query {query.shape}, key {key.shape}, value {value.shape}"
+    if query.shape[-1] == 0:
+        raise ValueError(f"scaled_dot_product_attention: queries and keys need a width E of 1 or "
+                         f"more, got a width E of 0: {shapes}")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(f"scaled_dot_product_attention: query and key must have the same width "
                          f"E, got {shapes}")
@@ -172,8 +177,12 @@ def _check_shapes(query, key, value):
     return batch + (query.shape[-2], key.shape[-2])
 
 
-def _masks(attn_mask, is_causal, scores_shape):
-    """(allowed, additive): the boolean mask (True = takes part) and the float mask, or None."""
+def _masks(attn_mask, is_causal, scores_shape, dtype):
+    """(allowed, additive): the boolean mask (True = takes part) and the float mask, or None.
+
+    A float mask given as a NumPy array takes the scores' dtype (a float64 array of zeros must not
+    turn float32 attention into float64); one given as a tensor must already have it.
+    """
     allowed = additive = None
     if attn_mask is not None:
         mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
@@ -186,8 +195,13 @@ def _masks(attn_mask, is_causal, scores_shape):
                              f"not broadcast to the scores' shape {scores_shape} (..., L, S)")
         if mask.dtype == np.bool_:
             allowed = mask
+        elif isinstance(attn_mask, Tensor) and mask.dtype.kind == "f":
+            if mask.dtype != dtype:
+                raise TypeError(f"scaled_dot_product_attention: attn_mask is a {mask.dtype} "
+                                f"tensor but the query is {dtype}; convert one of them")
+            additive = attn_mask
         elif mask.dtype.kind == "f":
-            additive = attn_mask if isinstance(attn_mask, Tensor) else mask
+            additive = mask.astype(dtype, copy=False)
         else:
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean or float, "
                             f"got dtype {mask.dtype}")

@@ -16,8 +16,10 @@ class Optimizer:
             if not isinstance(p, Tensor) or not p.requires_grad:
                 raise TypeError(f"{type(self).__name__}: every parameter must be a Tensor that "
                                 "requires grad")
-        if lr <= 0:
-            raise ValueError(f"{type(self).__name__}: lr must be positive, got {lr}")
+        if len({id(p) for p in self.params}) != len(self.params):
+            raise ValueError(f"{type(self).__name__}: a parameter appears twice in the list")
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: lr must not be negative, got {lr}")
         self.lr = float(lr)
 
     def zero_grad(self):
@@ -33,6 +35,9 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
+        if momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: momentum and weight_decay must not be negative, got "
+                             f"{momentum} and {weight_decay}")
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.velocity = [None] * len(self.params)
 
@@ -53,25 +58,32 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam (Kingma & Ba), as in PyTorch:
 
-        m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,   t = number of steps so far
+        m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,   t = the parameter's steps so far
         p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0) or eps < 0 or weight_decay < 0:
+            raise ValueError(f"Adam: needs 0 <= betas < 1 and eps, weight_decay >= 0, got "
+                             f"betas={betas}, eps={eps}, weight_decay={weight_decay}")
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
         self.eps, self.weight_decay = float(eps), float(weight_decay)
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
-        self.steps = 0
+        # per parameter, made at its first step (in its dtype then): the moving averages of its
+        # gradient and squared gradient, and how many steps it has taken
+        self.m, self.v, self.steps = {}, {}, {}
 
     def step(self):
-        self.steps += 1
-        correction1 = 1.0 - self.beta1 ** self.steps
-        correction2 = 1.0 - self.beta2 ** self.steps
-        for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None:
+        for i, p in enumerate(self.params):
+            if p.grad is None:          # a parameter without a gradient takes no step, as in PyTorch
                 continue
+            if i not in self.steps:
+                self.m[i], self.v[i] = np.zeros_like(p.data), np.zeros_like(p.data)
+                self.steps[i] = 0
+            self.steps[i] += 1
+            m, v = self.m[i], self.v[i]
+            correction1 = 1.0 - self.beta1 ** self.steps[i]
+            correction2 = 1.0 - self.beta2 ** self.steps[i]
             grad = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
             m *= self.beta1
             m += (1.0 - self.beta1) * grad

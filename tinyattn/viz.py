@@ -166,7 +166,7 @@ def _members(outputs, inputs, users):
 
 
 def _nodes_of(tensors):
-    return [t._node for t in _tensors(tensors) if t._node is not None]
+    return [t._node for t in _tensors_among(tensors) if t._node is not None]
 
 
 def render(graph, path):
@@ -205,7 +205,7 @@ def record_calls(module):
 
     def recording_forward(*args, **kwargs):
         outputs = forward(*args, **kwargs)
-        calls.append((_tensors(outputs), _tensors([*args, *kwargs.values()])))
+        calls.append((_tensors_among(outputs), _tensors_among([*args, *kwargs.values()])))
         return outputs
 
     module.forward = recording_forward       # an instance attribute: Module.__call__ finds it
@@ -218,7 +218,7 @@ def record_calls(module):
             del module.forward
 
 
-def _tensors(values):
+def _tensors_among(values):
     """The tensors among `values` (one value, or a tuple or list of them)."""
     values = values if isinstance(values, (tuple, list)) else [values]
     return [value for value in values if isinstance(value, Tensor)]

@@ -23,7 +23,9 @@ class MultiHeadAttention(Module):
     other sequence as `key`. `weights` are per head, (B, num_heads, L, S).
 
     `scale` multiplies the scores; the default is 1 / sqrt(head_dim), `scale=1.0` leaves them
-    unscaled.
+    unscaled. `dropout` is the probability of dropping an attention weight while training; the
+    returned weights are those after dropout, so in training their rows need not sum to 1 (as in
+    PyTorch). `dtype` is the parameters' dtype (default float64).
 
     `attn_mask` means what it means in `F.scaled_dot_product_attention`: True marks the (query, key)
     pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
@@ -32,6 +34,9 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
+        if num_heads < 1 or embed_dim < 1:
+            raise ValueError(f"MultiHeadAttention: embed_dim and num_heads must be positive, got "
+                             f"embed_dim {embed_dim} and num_heads {num_heads}")
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
                              f"num_heads {num_heads}")
@@ -60,8 +65,8 @@ class MultiHeadAttention(Module):
         v = v.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
         # 3. attend, every head at once (the head axis is a batch axis)
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal, self.scale)
-        #                                                       # (B, H, L, D), (B, H, L, S)
+        heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                     self.scale)                # (B, H, L, D), (B, H, L, S)
         # 4. merge the heads side by side
         merged = heads.transpose(0, 2, 1, 3).reshape(B, L, E)   # (B, L, H, D) -> (B, L, E)
         # 5. project

@@ -79,8 +79,8 @@ class Embedding(Module):
             raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             bad = ids.max() if ids.max() >= self.num_embeddings else ids.min()
-            raise TensorIndexError(f"Embedding: id {bad} is out of range for {self.num_embeddings} "
-                             "embeddings")
+            raise TensorIndexError(f"Embedding: id {bad} is out of range for "
+                                   f"{self.num_embeddings} embeddings")
         return self.weight[ids]             # (*ids.shape, embedding_dim)
 
     def extra_repr(self):
@@ -142,6 +142,9 @@ class PositionalEncoding(Module):
 
     def forward(self, x):
         check_width("PositionalEncoding", x, self.embed_dim)
+        if x.ndim < 2:
+            raise ValueError(f"PositionalEncoding: expected inputs of shape (..., T, "
+                             f"{self.embed_dim}), got {x.shape}")
         T = x.shape[-2]
         if T > self.max_len:
             raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len "

@@ -102,12 +102,12 @@ class Module:
         if missing or unexpected:
             raise ValueError(f"load_state_dict: missing {sorted(missing)}, "
                              f"unexpected {sorted(unexpected)}")
-        for name, parameter in parameters.items():
-            value = np.asarray(state[name])
-            if value.shape != parameter.shape:
+        for name, parameter in parameters.items():       # check everything before changing anything
+            if np.shape(state[name]) != parameter.shape:
                 raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
-                                 f"the state has {value.shape}")
-            parameter.data[...] = value
+                                 f"the state has {np.shape(state[name])}")
+        for name, parameter in parameters.items():
+            parameter.data[...] = state[name]
 
     def save(self, path):
         """Save the parameters to a NumPy `.npz` file (arrays only, no pickle)."""

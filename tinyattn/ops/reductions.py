@@ -29,7 +29,6 @@ def restore_reduced_axes(grad, axes, keepdims):
     return grad if keepdims else np.expand_dims(grad, axes)
 
 
-
 class Sum(Function):
     """out = sum of a over `axes`.    dL/da = grad, broadcast back over the summed axes"""
 
@@ -75,4 +74,5 @@ class Max(Function):
         a, kept = self.saved
         grad = restore_reduced_axes(grad, self.axes, self.keepdims)
         is_max = a == kept
-        return (is_max * (grad / is_max.sum(axis=self.axes, keepdims=True)),)
+        ties = is_max.sum(axis=self.axes, keepdims=True, dtype=grad.dtype)   # not int64: no upcast
+        return (is_max * (grad / ties),)

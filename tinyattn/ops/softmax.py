@@ -32,7 +32,7 @@ class Softmax(Function):
     """
 
     def forward(self, x, axis=-1):
-        out = _shifted(x, axis)
+        out = _shifted(x if x.dtype.kind == "f" else x.astype(np.float64), axis)
         np.exp(out, out=out)                # in place: these arrays can be large (B, H, L, S)
         total = out.sum(axis=axis, keepdims=True)
         out /= np.where(total == 0, 1, total)
