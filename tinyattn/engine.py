@@ -354,7 +354,7 @@ class Function:
     output = None    # the output tensor, only when it retains its gradient
 
     def __init_subclass__(cls):
-        # The op's name in error messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
+        # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
         cls.name = "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
 
     @classmethod

@@ -1,11 +1,11 @@
 """Multi-head attention: several attention heads side by side, each looking at its own slice of the
 embedding.
 
-    1. project   the inputs into queries, keys and values         (B, T, E) -> (B, T, E)
-    2. split     each projection into num_heads heads              (B, T, E) -> (B, H, T, D)
-    3. attend    every head on its own (scaled dot-product)        -> (B, H, L, D), weights (B, H, L, S)
-    4. merge     the heads back side by side                       (B, H, L, D) -> (B, L, E)
-    5. project   the merged heads with out_proj                    (B, L, E) -> (B, L, E)
+    1. project  the inputs into queries, keys and values     (B, T, E) -> (B, T, E)
+    2. split    each projection into num_heads heads         (B, T, E) -> (B, H, T, D)
+    3. attend   every head on its own (scaled dot-product)   -> (B, H, L, D), weights (B, H, L, S)
+    4. merge    the heads back side by side                  (B, H, L, D) -> (B, L, E)
+    5. project  the merged heads with out_proj               (B, L, E) -> (B, L, E)
 
 with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, S the key length.
 """
@@ -29,8 +29,9 @@ class MultiHeadAttention(Module):
 
     `attn_mask` means what it means in `F.scaled_dot_product_attention`: True marks the (query, key)
     pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
-    (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. Note that
-    PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True = masked).
+    (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. Note
+    that PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True =
+    masked).
     """
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):

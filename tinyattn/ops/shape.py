@@ -131,5 +131,6 @@ def stack(tensors, axis=0):
     shape = tensors[0].shape
     for t in tensors[1:]:
         if t.shape != shape:
-            raise ValueError(f"stack: all tensors must have the same shape, got {shape} and {t.shape}")
+            raise ValueError(f"stack: all tensors must have the same shape, got {shape} and "
+                             f"{t.shape}")
     return concatenate([t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in tensors], axis)
