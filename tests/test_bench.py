@@ -1,0 +1,22 @@
+"""The benchmark's hand-written NumPy references compute what tinyattn computes (the speed is
+measured by `python -m tinyattn bench`, never in a test)."""
+import numpy as np
+import pytest
+
+from tinyattn import bench
+
+
+def test_the_hand_written_chain_matches_tinyattn():
+    inputs = bench.chain_inputs()
+    for got, want in zip(bench.chain_tinyattn(*inputs), bench.chain_numpy(*inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 1e-4)])
+def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
+    inputs = bench.mha_inputs(dtype, batch=2, length=5, embed_dim=12, num_heads=3)
+    results = bench.mha_tinyattn(*inputs), bench.mha_numpy(*inputs)
+    assert len(results[0]) == len(results[1]) == 2 + 8       # output, dL/dx, 8 parameter grads
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
