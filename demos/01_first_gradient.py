@@ -65,7 +65,8 @@ def main(argv=None):
     demo_tools.parse(__doc__, argv)
     random = np.random.default_rng(0)
     W, x = random.standard_normal((3, 4)), random.standard_normal(4)
-    print("\n\n".join(__doc__.split("\n\n")[3:5]), "\n")
+    paragraphs = __doc__.split("\n\n")
+    print("\n\n".join([paragraphs[1], *paragraphs[4:8]]), "\n")  # what it shows, the math
     results = {"tinyattn": by_tinyattn(W, x), "by hand": by_hand(W, x),
                "finite differences": by_finite_differences(W, x)}
     for name, index in (("dL/dx", 1), ("dL/dW, first row", 0)):

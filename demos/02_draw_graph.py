@@ -127,7 +127,7 @@ def main(argv=None):
         results[name] = {"ops": len(graph_nodes) - leaves, "leaves": leaves,
                          "dot": graph.source, "paths": paths}
         rows.append([name, str(len(graph_nodes) - leaves), str(leaves),
-                     ", ".join(path.name for path in paths)])
+                     ", ".join(dict.fromkeys(path.name for path in paths))])   # no .dot twice
     demo_tools.print_table(["graph", "op nodes", "leaves", "files"], rows)
     print(f"\nwritten to {folder.resolve()}")
     print("Each rounded box is an op (name, output shape, |grad| once backward has run); square "

@@ -131,7 +131,8 @@ def describe(shares, accuracy):
     for (layer, head), share in shares.items():
         if (layer, head) != best:
             first, second = sorted(share, key=share.get, reverse=True)[:2]
-            also = f", then {KIND_NAMES[second]} ({share[second]:.0%})" if share[second] >= 0.01 else ""
+            also = (f", then {KIND_NAMES[second]} ({share[second]:.0%})"
+                    if share[second] >= 0.01 else "")
             sentences.append(f"L{layer}H{head} looks mostly at {KIND_NAMES[first]} "
                              f"({share[first]:.0%}){also}.")
     return textwrap.fill(" ".join(sentences), width=98)
@@ -184,7 +185,8 @@ def main(argv=None):
     shares = where_heads_look(weights)
     example_weights = [layer_weights[0] for layer_weights in weights]   # [(H, T, T)]
 
-    print(f"\nOne held-out example, {' '.join(token_labels(ids[0]))}\nEach answer query "
+    print(f"\nOne held-out example, {' '.join(token_labels(ids[0]))} (the model is fed its "
+          "input, which stops before the last answer digit)\nEach answer query "
           "(position 'token') and the key each head attends to most (* = the key it needs):")
     print_example(ids[0], targets[0], predictions[0], example_weights)
     print(f"\nOver all {HELD_OUT} held-out examples, where each head's largest weight falls "

@@ -227,6 +227,7 @@ def seeded_dropout(x):
     return F.dropout(x, p=0.3)
 
 
+QKV = ((2, 3, 4), (2, 5, 4), (2, 5, 6))        # query (B, L, E), key (B, S, E), value (B, S, Ev)
 MASK = np.array([[True, False, True, True, False],
                  [True, True, False, True, True],
                  [False, True, True, False, True]])              # (L, S) = (3, 5)
@@ -237,7 +238,7 @@ PADDING = np.array([True, True, True, False])[None, None, None, :]   # (B, H, L,
 def sdpa_with_learned_mask():
     """The additive float mask is a tensor that requires grad too: the scores' gradient flows
     into it."""
-    query, key, value, bias = leaves((2, 3, 4), (2, 5, 4), (2, 5, 6), (3, 5))
+    query, key, value, bias = leaves(*QKV, (3, 5))
     return F.scaled_dot_product_attention, [query, key, value, bias]
 
 
@@ -264,23 +265,22 @@ LAYER_CASES = [
               function(F.cross_entropy, (4, 5), targets=np.array([1, 0, 4, 1]))),
     LayerCase("F.cross_entropy (N, C, d), ignore_index",
               function(F.cross_entropy, (2, 4, 3), targets=np.array([[1, -100, 3], [0, 2, 2]]))),
-    # scaled dot-product attention
-    LayerCase("sdpa", function(F.scaled_dot_product_attention, (2, 3, 4), (2, 5, 4), (2, 5, 6))),
-    LayerCase("sdpa, output and weights", function(F.attention, (2, 3, 4), (2, 5, 4), (2, 5, 6))),
-    LayerCase("sdpa, broadcast batch", function(F.scaled_dot_product_attention,
-                                                (2, 1, 3, 4), (1, 2, 5, 4), (2, 5, 6))),
-    LayerCase("sdpa, unscaled (scale=1)", function(F.scaled_dot_product_attention,
-                                                   (2, 3, 4), (2, 5, 4), (2, 5, 6), scale=1.0)),
-    LayerCase("sdpa, boolean mask", function(F.scaled_dot_product_attention,
-                                             (2, 3, 4), (2, 5, 4), (2, 5, 6), attn_mask=MASK)),
-    LayerCase("sdpa, fully masked row", function(F.attention, (2, 3, 4), (2, 5, 4), (2, 5, 6),
-                                                 attn_mask=ROW_FULLY_MASKED)),
-    LayerCase("sdpa, learned float mask", sdpa_with_learned_mask),
-    LayerCase("sdpa, causal", function(F.attention, (2, 4, 4), (2, 4, 4), (2, 4, 3),
-                                       is_causal=True)),
-    LayerCase("sdpa, causal and mask", function(F.scaled_dot_product_attention, (2, 3, 4),
-                                                (2, 5, 4), (2, 5, 6), attn_mask=MASK,
-                                                is_causal=True)),
+    # scaled dot-product attention, on query, key and value of the shapes QKV
+    LayerCase("attention: sdpa", function(F.scaled_dot_product_attention, *QKV)),
+    LayerCase("attention: sdpa, output and weights", function(F.attention, *QKV)),
+    LayerCase("attention: sdpa, broadcast batch", function(F.scaled_dot_product_attention,
+                                                           (2, 1, 3, 4), (1, 2, 5, 4), (2, 5, 6))),
+    LayerCase("attention: sdpa, unscaled (scale=1)",
+              function(F.scaled_dot_product_attention, *QKV, scale=1.0)),
+    LayerCase("attention: sdpa, boolean mask",
+              function(F.scaled_dot_product_attention, *QKV, attn_mask=MASK)),
+    LayerCase("attention: sdpa, fully masked row",
+              function(F.attention, *QKV, attn_mask=ROW_FULLY_MASKED)),
+    LayerCase("attention: sdpa, learned float mask", sdpa_with_learned_mask),
+    LayerCase("attention: sdpa, causal",
+              function(F.attention, (2, 4, 4), (2, 4, 4), (2, 4, 3), is_causal=True)),
+    LayerCase("attention: sdpa, causal and mask",
+              function(F.scaled_dot_product_attention, *QKV, attn_mask=MASK, is_causal=True)),
     # layers, with respect to their inputs and every parameter
     LayerCase("Linear", layer(lambda: nn.Linear(4, 3), (2, 3, 4))),
     LayerCase("Linear, no bias", layer(lambda: nn.Linear(4, 3, bias=False), (5, 4))),
