@@ -36,8 +36,8 @@ from tinyattn.gradcheck import compare_gradients
 
 SEED = 0
 EPS = 1e-6
-EPS_STEPS_FULL = [10.0 ** -k for k in range(2, 11)]     # 1e-2 ... 1e-10
-EPS_STEPS_QUICK = [1e-2, 1e-4, 1e-6, 1e-8, 1e-10]
+EPS_STEPS_FULL = [10.0 ** -k for k in range(1, 11)]     # 1e-1 ... 1e-10
+EPS_STEPS_QUICK = [1e-1, 1e-2, 1e-4, 1e-6, 1e-8, 1e-10]
 
 
 def central_difference(loss, x, index, eps):
@@ -134,8 +134,11 @@ def step_multi_head_attention(random):
           f"forward passes ({seconds:.1f} s for both checks)")
     print(f"worst absolute difference {absolute.max():.1e}; worst relative difference "
           f"{relative.max():.1e} (|diff| / max(|numerical|, 1e-3))")
-    print("k_proj.bias gets no gradient, and rightly: adding b to every key adds q.b to all the "
-          "scores\nof query q, and softmax ignores a shift shared by a whole row.")
+    key_bias = np.array([c.input == 1 + names.index("k_proj.bias") for c in comparisons])
+    largest = np.abs(analytical[key_bias]).max()
+    print(f"k_proj.bias gets a gradient of at most {largest:.0e}: zero up to rounding, and rightly: "
+          "adding b to\nevery key adds q.b to all the scores of query q, and softmax ignores "
+          "a shift shared\nby a whole row.")
     return {"mha_passed": passed, "mha_numbers_compared": len(comparisons),
             "mha_worst_abs": float(absolute.max()), "mha_worst_rel": float(relative.max())}
 
@@ -157,7 +160,9 @@ def step_wrong_op(random):
           np.array2string(np.array(ratios), precision=4))
     print("1 - s, element by element:                 ",
           np.array2string(1 - Sigmoid.apply(x).data.ravel(), precision=4))
-    print("The ratio is the missing factor: a wrong rule usually leaves a pattern like this.")
+    if np.allclose(ratios, 1 - Sigmoid.apply(x).data.ravel(), rtol=1e-4):
+        print("The ratio is the missing factor (they agree to 4 digits): a wrong rule usually "
+              "leaves\na pattern like this.")
     right_passed = ta.gradcheck(Sigmoid.apply, [x])
     print(f"Sigmoid, backward grad * s * (1 - s): gradcheck passed: {right_passed}")
     return {"wrong_op_caught": message is not None, "wrong_op_message": message,
@@ -183,8 +188,17 @@ def step_eps(example, steps):
     for name, k in best.items():
         print(f"best eps in {name}: {steps[k]:.0e}, error {errors[name][k]:.1e}")
     ratio = errors["float32"][best["float32"]] / errors["float64"][best["float64"]]
-    print(f"float32 at its best is {ratio:,.0f} times less accurate, and a small eps is lost "
-          "entirely\n(x + eps rounds back to x): that is why gradcheck wants float64.")
+    print(f"float32 at its best is about 10^{round(np.log10(ratio))} times less accurate than "
+          "float64 at its best.")
+    luckier = [eps for eps, e32, e64 in zip(steps, errors["float32"], errors["float64"])
+               if e32 < e64 / 2]
+    if luckier:
+        print(f"(At eps={luckier[0]:.0e} float32 happens to land closer: its rounding error "
+              "partly cancels the eps^2 error.\n One lucky number, not a better method.)")
+    x32, smallest = np.float32(x[index]), np.float32(steps[-1])
+    if x32 + smallest == x32:
+        print(f"At eps={steps[-1]:.0e}, float32's x + eps rounds back to x: the step is lost "
+              "entirely.\nThat is why gradcheck wants float64.")
     return {"eps_steps": steps, "eps_errors": errors}
 
 

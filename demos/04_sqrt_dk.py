@@ -99,8 +99,6 @@ def measure(query, key, value, upstream, scale):
     weights = path[-1].output                 # (B, H, L, S) the softmax's output
     scores = path[-1].parents[0].output       # (B, H, L, S) the softmax's input
     ratio = row_norms(scores.grad) / row_norms(weights.grad)     # (B, H, L) one per query row
-    # dL/dvalue does not pass through the softmax's Jacobian: weights^T @ grad, nothing else.
-    value_grad_by_formula = weights.data.swapaxes(-1, -2) @ upstream         # (B, H, S, Ev)
     return {
         "graph": describe_graph(path),
         "score_std": float(scores.data.std()),
@@ -112,7 +110,6 @@ def measure(query, key, value, upstream, scale):
         "query_grad_total": float(np.linalg.norm(query_t.grad)),
         "key_grad_total": float(np.linalg.norm(key_t.grad)),
         "value_grad_total": float(np.linalg.norm(value_t.grad)),
-        "value_grad_formula_error": float(np.abs(value_t.grad - value_grad_by_formula).max()),
     }
 
 
@@ -155,43 +152,62 @@ def print_tables(results):
 
 
 def interpretation(results):
-    """The paragraph that says what the tables mean, with the measured numbers filled in."""
+    """Three paragraphs saying what the tables mean, with the measured numbers filled in."""
     key_dim = HEADLINE_KEY_DIM if HEADLINE_KEY_DIM in results else max(results)
-    smallest = min(results)
+    paragraphs = [scaled_paragraph(results, key_dim), collapse_paragraph(results, key_dim),
+                  what_survives_paragraph(results, key_dim)]
+    return "\n\n".join(textwrap.fill(paragraph, width=99) for paragraph in paragraphs)
+
+
+def scaled_paragraph(results, key_dim):
+    scaled = results[key_dim]["scaled"]
+    ratios = [by_scaling["scaled"]["median_ratio"] for by_scaling in results.values()]
+    return (f"What the numbers mean. Divided by sqrt(d_k), the scores keep a standard deviation of "
+            f"about 1 at every width, the softmax stays soft (mean max weight "
+            f"{scaled['mean_max_weight']:.2f} at d_k={key_dim}), and it passes a steady share of "
+            f"the gradient: the median ratio stays between {min(ratios):.2e} and "
+            f"{max(ratios):.2e}.")
+
+
+def collapse_paragraph(results, key_dim):
     scaled, unscaled = results[key_dim]["scaled"], results[key_dim]["unscaled"]
-    scaled_ratios = [by_scaling["scaled"]["median_ratio"] for by_scaling in results.values()]
-    formula_error = max(measured["value_grad_formula_error"]
-                        for by_scaling in results.values() for measured in by_scaling.values())
-    return (
-        f"What the numbers mean. Divided by sqrt(d_k), the scores keep a standard deviation of "
-        f"about 1 at every width, the softmax stays soft (mean max weight "
-        f"{scaled['mean_max_weight']:.2f} at d_k={key_dim}), and it passes a steady share of the "
-        f"gradient: the median ratio stays between {min(scaled_ratios):.2e} and "
-        f"{max(scaled_ratios):.2e}. Unscaled, the std of the scores grows like sqrt(d_k) "
-        f"({unscaled['score_std']:.1f} at d_k={key_dim}), the softmax turns almost one-hot (mean "
-        f"max weight {unscaled['mean_max_weight']:.3f}) and its Jacobian w_i (delta_ij - w_j) "
-        f"goes to zero: at d_k={key_dim} the median ratio is {unscaled['median_ratio']:.1e}, "
-        f"{scaled['median_ratio'] / unscaled['median_ratio']:.0f}x below the scaled "
-        f"{scaled['median_ratio']:.1e}, and {unscaled['saturated_fraction']:.0%} of the rows are "
-        f"saturated. A typical query row then gets "
-        f"{unscaled_over_scaled(results, key_dim, 'query_grad_typical_row'):.2g}x the scaled "
-        f"gradient: most queries can no longer learn which key to look at. (A typical key row "
-        f"gets {unscaled_over_scaled(results, key_dim, 'key_grad_typical_row'):.2g}x, because "
-        f"each key collects gradient from every query, the few unsaturated ones included.) What "
-        f"does not vanish: the gradient to the values, dL/dv = weights^T @ grad, never passes "
-        f"through the softmax's Jacobian (the engine's dL/dv differs from that formula by at most "
-        f"{formula_error:.1e}); it is "
-        f"{unscaled_over_scaled(results, key_dim, 'value_grad_total'):.2g}x the scaled one, "
-        f"because the weights still sum to 1, only on fewer keys. Nor does the gradient to the "
-        f"queries and keys as a whole: its norm is "
-        f"{unscaled_over_scaled(results, key_dim, 'query_grad_total'):.2g}x the scaled one for "
-        f"the queries, because the few rows where two keys nearly tie still pass gradient, and "
-        f"unscaled it is multiplied by keys sqrt(d_k) times larger. So without the scale the "
-        f"gradient does not just shrink: it turns into a few large spikes over a mass of rows "
-        f"that get almost nothing, which no single learning rate suits. At small widths there is "
-        f"no harm yet (at d_k={smallest} the unscaled ratio is "
-        f"{unscaled_over_scaled(results, smallest, 'median_ratio'):.2g}x the scaled one); the "
-        f"collapse sets in once the scores' std reaches several units.")
+    smallest = min(results)
+    onset = next((d for d in results if unscaled_over_scaled(results, d, "median_ratio") < 0.5),
+                 None)
+    onset_text = ("" if onset is None else
+                  f" The unscaled ratio first falls below half the scaled one at d_k={onset}, "
+                  f"where the unscaled scores' std is "
+                  f"{results[onset]['unscaled']['score_std']:.0f};"
+                  f" at d_k={smallest} it is still "
+                  f"{unscaled_over_scaled(results, smallest, 'median_ratio'):.2g}x the scaled one.")
+    return (f"Unscaled, the std of the scores grows like sqrt(d_k) ({unscaled['score_std']:.1f} at "
+            f"d_k={key_dim}), the softmax turns almost one-hot (mean max weight "
+            f"{unscaled['mean_max_weight']:.3f}) and its Jacobian w_i (delta_ij - w_j) goes to "
+            f"zero: at d_k={key_dim} the median ratio is {unscaled['median_ratio']:.1e}, "
+            f"{scaled['median_ratio'] / unscaled['median_ratio']:.0f}x below the scaled "
+            f"{scaled['median_ratio']:.1e}, and {unscaled['saturated_fraction']:.0%} of the rows "
+            f"are saturated. A typical query row then gets "
+            f"{unscaled_over_scaled(results, key_dim, 'query_grad_typical_row'):.2g}x the scaled "
+            f"gradient: most queries can no longer learn which key to look at.{onset_text}")
+
+
+def what_survives_paragraph(results, key_dim):
+    unsaturated = 1.0 - results[key_dim]["unscaled"]["saturated_fraction"]
+    return (f"What does not vanish. The gradient to the values, dL/dv = weights^T @ grad, never "
+            f"passes through the softmax's Jacobian: it is "
+            f"{unscaled_over_scaled(results, key_dim, 'value_grad_total'):.2g}x the scaled one at "
+            f"d_k={key_dim}, because the weights still sum to 1, only on fewer keys. Nor does the "
+            f"gradient to the queries and keys as a whole: its norm is "
+            f"{unscaled_over_scaled(results, key_dim, 'query_grad_total'):.2g}x the scaled one for "
+            f"the queries. The {unsaturated:.0%} of rows that are not saturated (no single key "
+            f"takes all the weight) still pass gradient, and in dL/dq = scale * dL/dscores @ k "
+            f"the unscaled version multiplies by 1 where the scaled one multiplies by "
+            f"1/sqrt(d_k). A typical "
+            f"key row gets {unscaled_over_scaled(results, key_dim, 'key_grad_typical_row'):.2g}x "
+            f"the scaled gradient, because each key collects gradient from every query, the "
+            f"unsaturated ones included. So without the scale the gradient does not just shrink: "
+            f"it gathers on the rows that happen not to be saturated, while the others get almost "
+            f"nothing, which no single learning rate suits.")
 
 
 def plot(results, folder):
@@ -243,7 +259,7 @@ def main(argv=None):
           f"{first['graph']}")
     print_tables(results)
     print(f"\n(measured by tinyattn in {seconds:.1f} s)\n")
-    print(textwrap.fill(interpretation(results), width=99))
+    print(interpretation(results))
     path = plot(results, folder)
     if path is not None:
         print(f"\nPicture: {path}")

@@ -35,7 +35,6 @@ random initial weights. Whether that slows training down, and by how much, is wh
 measures: at head_dim 256, and as a control at head_dim 32.
 """
 import textwrap
-import time
 
 import numpy as np
 
@@ -95,46 +94,6 @@ def recall_score(model, batch):
     return F.cross_entropy(logits, answer), accuracy
 
 
-def train(model, make_batch, score, held_out, label, steps, eval_every, print_every,
-          learning_rate=LEARNING_RATE):
-    """Train `model` with Adam on `steps` fresh batches from `make_batch(random, size)`.
-
-    `score(model, batch)` gives (loss tensor, accuracy). Before the first step and every
-    `eval_every` steps the model is scored on the `held_out` batch, which it never trains on; a
-    progress line is printed every `print_every` steps (a multiple of `eval_every`). The batches
-    come from a generator seeded with SEED, so two models trained here see exactly the same
-    examples in the same order. Returns the training loss of every step and the held-out loss and
-    accuracy at each checkpoint.
-    """
-    optimizer = ta.optim.Adam(model.parameters(), lr=learning_rate)
-    random = np.random.default_rng(SEED)
-    curves = {"train_loss": [], "checkpoints": [], "held_out_loss": [], "held_out_accuracy": []}
-    start = time.perf_counter()
-
-    def checkpoint(step):
-        with ta.no_grad():
-            loss, accuracy = score(model, held_out)
-        curves["checkpoints"].append(step)
-        curves["held_out_loss"].append(loss.item())
-        curves["held_out_accuracy"].append(accuracy)
-        if step % print_every == 0 or step == steps:
-            print(f"  {label:<22} step {step:>4}/{steps}   held-out loss {loss.item():6.3f}   "
-                  f"accuracy {accuracy:6.1%}   {time.perf_counter() - start:5.1f} s", flush=True)
-
-    checkpoint(0)
-    for step in range(1, steps + 1):
-        loss, _ = score(model, make_batch(random, BATCH))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        curves["train_loss"].append(loss.item())
-        if step % eval_every == 0 or step == steps:
-            checkpoint(step)
-    curves["seconds"] = time.perf_counter() - start
-    curves["dtype"] = str(loss.dtype)
-    return curves
-
-
 def steps_to_learn(curves):
     """The first checkpoint at which held-out accuracy reached TARGET_ACCURACY, or None."""
     return next((step for step, accuracy in zip(curves["checkpoints"], curves["held_out_accuracy"])
@@ -158,7 +117,8 @@ def compare(head_dim, held_out, settings):
         model = RecallModel(head_dim, num_heads=1, scale=scale)
         initial_top_weight = top_weight(model, held_out)
         label = f"head_dim {head_dim}, {name}"
-        runs[name] = train(model, recall_batch, recall_score, held_out, label, **settings)
+        runs[name] = demo_tools.train(model, recall_batch, recall_score, held_out, label,
+                                      LEARNING_RATE, BATCH, SEED, **settings)
         runs[name]["initial_top_weight"] = initial_top_weight
         runs[name]["steps_to_learn"] = steps_to_learn(runs[name])
     return runs
@@ -208,12 +168,14 @@ def interpretation(comparisons, steps):
     """A paragraph saying what the measured numbers show, whichever way they came out."""
     big, small = comparisons[HEAD_DIM], comparisons[CONTROL_HEAD_DIM]
     target = f"{TARGET_ACCURACY:.0%} held-out accuracy"
+    spacing = big["scaled"]["checkpoints"][1] - big["scaled"]["checkpoints"][0]
     peaked = (": unscaled, the softmax starts out nearly committed to pairs picked by the random "
               "weights" if big["unscaled"]["initial_top_weight"] > 0.5 else "")
     outcome = {
         "scaled": "so here scaling made training faster",
         "unscaled": "so here the unscaled model learned faster: scaling did not help",
-        "tie": "so here scaling made no difference to how fast the task was learned",
+        "tie": ("so here scaling made no difference to how fast the task was learned, to the "
+                f"resolution of the held-out checks (every {spacing} steps)"),
         "neither": "so neither learned the task in this run (too few steps to tell)",
     }
     text = (f"At head_dim {HEAD_DIM}, the scaled model reached {target} "

@@ -26,7 +26,6 @@ Each heatmap row is one query position, and its weights sum to 1 over the keys i
 causal mask leaves the upper triangle empty). The rows above the separator belong to the random
 first half, which the loss does not score.
 """
-import importlib
 import textwrap
 
 import numpy as np
@@ -36,17 +35,13 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 
-# Demo 5's training loop (Adam, held-out checkpoints, progress lines); its name starts with a
-# digit, so it is imported by name rather than with an import statement.
-train = importlib.import_module("05_scaling_in_training").train
-
 SEED = 0
 NUM_DIGITS, LENGTH = 10, 8
 SEPARATOR = NUM_DIGITS              # token id 10, drawn as "|"
 VOCAB = NUM_DIGITS + 1
 IGNORE = -100                       # F.cross_entropy's ignore_index: positions the loss skips
 EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
-HELD_OUT, LEARNING_RATE = 512, 3e-3
+BATCH, HELD_OUT, LEARNING_RATE = 64, 512, 3e-3
 FULL = {"steps": 300, "eval_every": 50, "print_every": 50}
 QUICK = {"steps": 80, "eval_every": 20, "print_every": 40}
 ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digits written so far
@@ -174,8 +169,8 @@ def main(argv=None):
           f"{NUM_HEADS} heads, embed_dim {EMBED_DIM}), Adam (lr {LEARNING_RATE}), "
           f"{settings['steps']} steps:\n")
     held_out = reversal_batch(np.random.default_rng(SEED + 1), HELD_OUT)    # never trained on
-    curves = train(model, reversal_batch, reversal_score, held_out, "reversal", **settings,
-                   learning_rate=LEARNING_RATE)
+    curves = demo_tools.train(model, reversal_batch, reversal_score, held_out, "reversal",
+                              LEARNING_RATE, BATCH, SEED, **settings)
 
     ids, targets = held_out
     with ta.no_grad():

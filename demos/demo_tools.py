@@ -1,10 +1,16 @@
-"""What the demos share: their command line, their tables, and matplotlib when it is installed.
+"""What the demos share: their command line, their tables, matplotlib when it is installed, and
+the training loop of demos 5 and 6.
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
 directory) and `--quick`, a smaller run that the test suite uses.
 """
 import argparse
 import pathlib
+import time
+
+import numpy as np
+
+import tinyattn as ta
 
 DEFAULT_OUTPUT = "tinyattn-demos"
 
@@ -53,3 +59,43 @@ def print_table(headers, rows):
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     for line in [headers, ["-" * w for w in widths], *rows]:
         print("  ".join(str(cell).rjust(w) for cell, w in zip(line, widths)))
+
+
+def train(model, make_batch, score, held_out, label, learning_rate, batch_size, seed, steps,
+          eval_every, print_every):
+    """Train `model` with Adam on `steps` fresh batches from `make_batch(random, batch_size)`.
+
+    `score(model, batch)` gives (loss tensor, accuracy). Before the first step and every
+    `eval_every` steps the model is scored on the `held_out` batch, which it never trains on; a
+    progress line is printed every `print_every` steps (a multiple of `eval_every`). The batches
+    come from a generator seeded with `seed`, so two models trained alike see exactly the same
+    examples in the same order. Returns the training loss of every step and the held-out loss and
+    accuracy at each checkpoint.
+    """
+    optimizer = ta.optim.Adam(model.parameters(), lr=learning_rate)
+    random = np.random.default_rng(seed)
+    curves = {"train_loss": [], "checkpoints": [], "held_out_loss": [], "held_out_accuracy": []}
+    start = time.perf_counter()
+
+    def checkpoint(step):
+        with ta.no_grad():
+            loss, accuracy = score(model, held_out)
+        curves["checkpoints"].append(step)
+        curves["held_out_loss"].append(loss.item())
+        curves["held_out_accuracy"].append(accuracy)
+        if step % print_every == 0 or step == steps:
+            print(f"  {label:<22} step {step:>4}/{steps}   held-out loss {loss.item():6.3f}   "
+                  f"accuracy {accuracy:6.1%}   {time.perf_counter() - start:5.1f} s", flush=True)
+
+    checkpoint(0)
+    for step in range(1, steps + 1):
+        loss, _ = score(model, make_batch(random, batch_size))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        curves["train_loss"].append(loss.item())
+        if step % eval_every == 0 or step == steps:
+            checkpoint(step)
+    curves["seconds"] = time.perf_counter() - start
+    curves["dtype"] = str(loss.dtype)
+    return curves

@@ -63,7 +63,6 @@ def test_what_does_not_vanish(quick_run):
     assert unscaled["value_grad_total"] > scaled["value_grad_total"]
     assert unscaled["query_grad_total"] > scaled["query_grad_total"]
     assert unscaled["query_grad_typical_row"] < 0.1 * scaled["query_grad_typical_row"]
-    assert unscaled["value_grad_formula_error"] < 1e-12
 
 
 def test_graph_walk_finds_softmax_by_name(quick_run):

@@ -12,9 +12,16 @@ import tinyattn.functional as F
 def test_huge_logits_give_finite_values_and_gradients(fn, dtype):
     x = ta.tensor(np.array([[1e4, 0.0, -1e4], [3e4, 3e4, -5.0]], dtype), requires_grad=True)
     out = fn(x)
-    out.backward(np.ones(out.shape, dtype))
+    upstream = np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]], dtype)
+    out.backward(upstream)
     assert out.dtype == dtype and x.grad.dtype == dtype
     assert np.all(np.isfinite(out.data)) and np.all(np.isfinite(x.grad))
+    # the exact answers: row 1 is one-hot on its first entry, row 2 splits evenly between two
+    if fn is F.softmax:             # dL/dx_i = p_i (g_i - sum_j g_j p_j)
+        expected = [[0.0, 0.0, 0.0], [(3.0 + 1.0) / 4, (-1.0 - 3.0) / 4, 0.0]]
+    else:                           # dL/dx_i = g_i - p_i sum_j g_j
+        expected = [[1.0 + 0.5, -2.0, 0.5], [3.0 - 2.0, -1.0 - 2.0, 2.0]]
+    np.testing.assert_allclose(x.grad, expected, atol=1e-6)
 
 
 def test_softmax_of_huge_logits_is_right():

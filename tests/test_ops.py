@@ -32,13 +32,14 @@ def test_float32_stays_float32(case):
     tensors = [ta.tensor(a, requires_grad=True) for a in arrays]
     out = case.op(*tensors)
     assert out.dtype == (np.float64 if case.float64_constant else np.float32)
-    out.backward(np.ones(out.shape))
+    upstream = np.random.default_rng(1).standard_normal(out.shape)   # not ones: see STYLE.md, 7
+    out.backward(upstream)
     for t in tensors:
         assert t.grad.dtype == np.float32 and t.grad.shape == t.shape
     # and the float32 result is the float64 one, to float32 precision
     tensors64 = [ta.tensor(a.astype(np.float64), requires_grad=True) for a in arrays]
     out64 = case.op(*tensors64)
-    out64.backward(np.ones(out64.shape))
+    out64.backward(upstream)
     np.testing.assert_allclose(out.data, out64.data, rtol=1e-4, atol=1e-5)
     for t, t64 in zip(tensors, tensors64):
         np.testing.assert_allclose(t.grad, t64.grad, rtol=1e-3, atol=1e-4)

@@ -12,7 +12,6 @@ The test suite runs these same tables (tests/test_ops.py, tests/test_layers.py),
 runs here is what the continuous integration runs.
 """
 import argparse
-import sys
 from typing import Callable, NamedTuple
 
 import numpy as np
