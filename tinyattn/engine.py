@@ -227,9 +227,8 @@ class Tensor:
     def __neg__(self):
         return ops.Neg.apply(self)
 
-    # Comparisons give boolean constants (for masks and `ta.where`); they have no gradient.
-    # Comparisons are elementwise, as in NumPy, and give boolean constants (no gradient flows
-    # through a comparison). Tensors stay hashable by identity.
+    # Comparisons are elementwise, as in NumPy, and give boolean constants (for masks and
+    # `ta.where`; no gradient flows through a comparison). Tensors stay hashable by identity.
     __hash__ = object.__hash__
 
     def __eq__(self, other):

@@ -88,9 +88,8 @@ def cross_entropy(logits, targets, ignore_index=-100):
         raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of shape "
                          f"{expected}, got {targets.shape}")
     num_classes = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
-    if logits.ndim > 2:                 # (N, C, d1, ...) -> (N * d1 * ..., C)
-        order = (0, *range(2, logits.ndim), 1)
-        logits = logits.transpose(order).reshape(-1, num_classes)
+    if logits.ndim > 2:                 # (N, C, d1, ...) -> (N, d1, ..., C): classes last
+        logits = logits.transpose(0, *range(2, logits.ndim), 1)
     logits = logits.reshape(-1, num_classes)       # (rows, C)
     targets = targets.reshape(-1)                  # (rows,)
     kept = targets != ignore_index
