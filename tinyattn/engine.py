@@ -379,7 +379,7 @@ class Function:
             data = np.asarray(data)
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name, out._node = data, None, None, None
-        if _grad_enabled and parents.count(None) < len(parents):   # some input requires grad
+        if _grad_enabled and any(parents):   # some input requires grad (has a node)
             node.parents = parents
             node.shape = data.shape
             node.order = next(_node_counter)
@@ -453,11 +453,12 @@ def _backward_sweep(root, seed, retain_graph):
                 continue
             if parent_grad.shape != parent.shape:
                 parent_grad = unbroadcast(parent_grad, parent.shape)
-            if parent in pending:
-                pending[parent] = pending[parent] + parent_grad
-            else:
+            summed = pending.get(parent)
+            if summed is None:                   # the first gradient to reach this parent
                 pending[parent] = parent_grad
                 heapq.heappush(queue, (-parent.order, parent))
+            else:
+                pending[parent] = summed + parent_grad
         if not retain_graph:
             node.saved = None
 
