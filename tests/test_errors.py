@@ -33,7 +33,7 @@ def t(*shape):
     (lambda: t(3).mT, ValueError, r"mT: needs at least 2 dimensions, got a tensor of shape \(3,\)"),
     (lambda: t(2, 3).sum(axis=2), ValueError, r"sum: axis 2 is out of range .* 2 dimensions"),
     (lambda: t(2, 3).mean(axis=(0, 0)), ValueError, r"mean: axis \(0, 0\) repeats an axis"),
-    (lambda: t(0, 3).max(), ValueError, r"max: cannot take the max of an empty tensor"),
+    (lambda: t(0, 3).max(), ValueError, r"max: cannot take the max over an empty axis"),
     (lambda: t(2, 3)[5], IndexError, r"index: index 5 is out of bounds"),
     (lambda: t(2, 3)[5], ValueError, r"index: index 5 is out of bounds"),
     (lambda: ta.concatenate([t(2, 3), t(2, 4)]), ValueError,
@@ -89,7 +89,7 @@ def t(*shape):
      r"PositionalEncoding: sequence length 5 exceeds max_len 3"),
     (lambda: optim.SGD([], lr=0.1), ValueError, r"SGD: got an empty list of parameters"),
     (lambda: optim.Adam(nn.Linear(2, 2).parameters(), lr=-1), ValueError,
-     r"Adam: lr must not be negative, got -1"),
+     r"Adam: lr must be a number >= 0, got -1"),
     (lambda: optim.Adam(nn.Linear(2, 2).parameters(), betas=(0.9, 1.0)), ValueError,
      r"Adam: needs 0 <= betas < 1"),
     (lambda: optim.SGD([nn.Parameter(np.ones(2))] * 2, lr=0.1), ValueError,
@@ -106,6 +106,47 @@ def t(*shape):
                                             attn_mask=ta.tensor(np.zeros((2, 4), np.float32))),
      TypeError, r"attn_mask .* float32 .* float64"),
     (lambda: nn.Linear(2, 2).to(np.int32), TypeError, r"to: parameters must be floating point"),
+    # the wrong kind of argument: a TypeError that still names the op
+    (lambda: ta.tensor([[1, 2], [3]]), ValueError, r"tensor: .*inhomogeneous"),
+    (lambda: t(2) + np.array(["a", "b"]), TypeError, r"add: cannot use an array of dtype <U1"),
+    (lambda: t(2) + np.array([1, "a"], dtype=object), TypeError,
+     r"add: cannot use an array of dtype object"),
+    (lambda: ta.concatenate([t(2), t(2)], axis=None), TypeError, r"concatenate: axes must be ints"),
+    (lambda: ta.stack([t(2), t(2)], axis=1.0), TypeError, r"stack: axes must be ints, got \(1.0,\)"),
+    (lambda: t(2, 3).transpose("a", "b"), TypeError, r"transpose: axes must be ints"),
+    (lambda: t(2, 3).swapaxes(0.0, 1), TypeError, r"swapaxes: axes must be ints, got \(0.0, 1\)"),
+    (lambda: t(2, 3).sum(axis=1.0), TypeError,
+     r"sum: axis must be None, an int or a tuple of ints, got 1.0"),
+    (lambda: t(2, 3).max(axis="a"), TypeError, r"max: axis must be None, an int or a tuple"),
+    (lambda: F.softmax(t(2, 3), axis=1.0), TypeError, r"softmax: "),
+    (lambda: (t(2) * 2).backward("ab"), TypeError, r"backward: the seed gradient must be numeric"),
+    (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), t(3, 2), scale="a"), TypeError,
+     r"scaled_dot_product_attention: scale must be a number, got 'a'"),
+    (lambda: F.gelu(np.ones(3)), TypeError, r"gelu: x must be a Tensor, got ndarray"),
+    (lambda: F.layer_norm(np.ones(3)), TypeError, r"layer_norm: x must be a Tensor, got ndarray"),
+    (lambda: F.layer_norm(t(3), [1.0, 1.0, 1.0]), TypeError,
+     r"layer_norm: weight must be a Tensor, got list"),
+    (lambda: F.layer_norm(t()), ValueError, r"layer_norm: inputs of shape \(\) have no axes"),
+    (lambda: F.layer_norm(t(3), eps=-1.0), ValueError, r"layer_norm: eps must not be negative"),
+    (lambda: nn.LayerNorm(4)(np.ones((2, 4))), TypeError,
+     r"LayerNorm: the input must be a Tensor, got ndarray"),
+    (lambda: nn.Linear(4, 3)([1.0, 2.0, 3.0, 4.0]), TypeError,
+     r"Linear: the input must be a Tensor, got list"),
+    (lambda: nn.Linear(-1, 3), ValueError, r"Linear: in_features must not be negative, got -1"),
+    (lambda: nn.Embedding(4, -3), ValueError, r"Embedding: embedding_dim must not be negative"),
+    (lambda: nn.LayerNorm(-2), ValueError, r"LayerNorm: normalized_shape\[0\] must not be negative"),
+    (lambda: nn.MultiHeadAttention(8.0, 2), TypeError,
+     r"MultiHeadAttention: embed_dim must be an int, got 8.0"),
+    (lambda: nn.MultiHeadAttention(8, 2.0), TypeError,
+     r"MultiHeadAttention: num_heads must be an int, got 2.0"),
+    (lambda: optim.Adam(nn.Linear(2, 2).parameters(), betas=(0.9,)), TypeError,
+     r"Adam: betas must be a pair \(beta1, beta2\), got \(0.9,\)"),
+    (lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), TypeError,
+     r"SGD: lr must be a number, got '0.1'"),
+    (lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr=float("nan")), ValueError,
+     r"SGD: lr must be a number >= 0, got nan"),
+    (lambda: nn.Linear(2, 2).load_state_dict([1, 2]), TypeError,
+     r"load_state_dict: expected a dict of arrays, got list"),
 ])
 def test_bad_input_is_named(call, error, message):
     with pytest.raises(error, match=message):
@@ -113,12 +154,14 @@ def test_bad_input_is_named(call, error, message):
 
 
 def test_a_failed_call_adds_nothing_to_the_graph():
-    x, y = t(2, 3), t(4, 5)
+    x, y, logits = t(2, 3), t(4, 5), t(2, 5, 3)
     first_probe = next(engine._node_counter)
     with pytest.raises(ValueError):
         x @ y
     with pytest.raises(ValueError):
         x.reshape(7)
+    with pytest.raises(ValueError):
+        F.cross_entropy(logits, np.array([[0, 1, 9], [0, 0, 0]]))   # checked before any op
     assert next(engine._node_counter) == first_probe + 1     # no node was numbered in between
     (x * 2).sum().backward()
     np.testing.assert_array_equal(x.grad, np.full((2, 3), 2.0))
@@ -128,3 +171,12 @@ def test_float32_warning_from_gradcheck():
     x = ta.tensor(np.ones(3, np.float32), requires_grad=True)
     with pytest.warns(UserWarning, match="float32"):
         ta.gradcheck(lambda a: a * 2, [x], atol=1e-2, rtol=1e-2, eps=1e-3)
+
+
+def test_load_state_dict_checks_every_value_before_changing_anything():
+    layer = nn.Linear(2, 2)
+    before = {name: array.copy() for name, array in layer.state_dict().items()}
+    with pytest.raises(TypeError, match=r"load_state_dict: bias must hold real numbers"):
+        layer.load_state_dict({"weight": np.full((2, 2), 5.0), "bias": np.array(["a", "b"])})
+    for name, array in layer.state_dict().items():
+        np.testing.assert_array_equal(array, before[name])

@@ -217,3 +217,18 @@ def test_comparisons_are_elementwise_constants():
     np.testing.assert_array_equal((x >= 2).data, [False, True, True])
     assert not (x == 2).requires_grad
     assert len({x, x}) == 1                  # still hashable, by identity
+
+
+def test_an_op_that_saved_none_still_backpropagates():
+    """Index saves its index, which is None for x[None]; releasing the graph is marked apart."""
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    x[None].backward(np.array([[3.0, 5.0]]))
+    np.testing.assert_array_equal(x.grad, [3.0, 5.0])
+
+
+def test_max_over_a_nonempty_axis_of_a_tensor_with_an_empty_one():
+    x = ta.tensor(np.ones((0, 3)), requires_grad=True)
+    out = x.max(axis=1)
+    assert out.shape == (0,)
+    out.backward(np.ones(0))
+    assert x.grad.shape == (0, 3)

@@ -330,3 +330,16 @@ def test_max_backward_stays_float32_inside_the_graph():
 
 def test_softmax_of_integers_is_computed_in_float64():
     np.testing.assert_allclose(F.softmax(ta.tensor([1, 2, 3])).data, np_softmax(np.arange(1.0, 4.0)))
+
+
+def test_layers_with_zero_sizes_work_as_in_pytorch():
+    """Linear(0, n) outputs its bias (its weight has no columns); attention over zero keys gives
+    zeros, as a fully masked row does."""
+    layer = nn.Linear(0, 3)
+    np.testing.assert_array_equal(layer(ta.tensor(np.ones((2, 0)))).data,
+                                  np.broadcast_to(layer.bias.data, (2, 3)))
+    attention = nn.MultiHeadAttention(8, 2, bias=False)
+    query = ta.tensor(np.ones((2, 3, 8)))
+    out, weights = attention(query, ta.tensor(np.zeros((2, 0, 8))))
+    np.testing.assert_array_equal(out.data, np.zeros((2, 3, 8)))
+    assert weights.shape == (2, 2, 3, 0)

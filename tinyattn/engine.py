@@ -76,7 +76,7 @@ class Tensor:
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad=False):
-        data = np.asarray(data.data if isinstance(data, Tensor) else data)
+        data = _numeric_array(data.data if isinstance(data, Tensor) else data)
         if data.dtype.kind not in "biuf":
             raise TypeError(f"tensor: data of dtype {data.dtype} is not numeric")
         self.data = data
@@ -181,7 +181,10 @@ class Tensor:
                                  f"{self.shape}; only one-element tensors get an implicit 1")
             seed = np.ones_like(self.data)
         else:
-            seed = np.array(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
+            seed = np.array(grad.data if isinstance(grad, Tensor) else grad)
+            if seed.dtype.kind not in "biuf":
+                raise TypeError(f"backward: the seed gradient must be numeric, got {seed.dtype}")
+            seed = seed.astype(self.dtype, copy=False)
             if seed.shape != self.shape:
                 raise ValueError(f"backward: the seed gradient has shape {seed.shape} "
                                  f"but the tensor has shape {self.shape}")
@@ -309,8 +312,17 @@ class Tensor:
 
 def tensor(data, requires_grad=False, dtype=None):
     """A new tensor holding a copy of `data` (a list, scalar, array or tensor), like `np.array`."""
-    return Tensor(np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype),
+    return Tensor(_numeric_array(data.data if isinstance(data, Tensor) else data, dtype, copy=True),
                   requires_grad=requires_grad)
+
+
+def _numeric_array(data, dtype=None, copy=False):
+    """`data` as a NumPy array; NumPy's complaint about it (a ragged list, a bad dtype) is
+    passed on as tinyattn's own, naming `tensor`."""
+    try:
+        return np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"tensor: {error}") from None
 
 
 def _data(value):
@@ -324,14 +336,16 @@ def _as_operand(value, op):
     meets: `x * 0.5` stays float32 for a float32 `x`. A NumPy scalar would not (`np.sqrt(2.0)` is a
     float64 and would upcast), so it is turned into a Python number first, as PyTorch does.
     """
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
     if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"{op}: cannot use an array of dtype {value.dtype} as an operand")
         return value
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (int, float)):
         return value
-    if isinstance(value, (list, tuple)):
-        return np.asarray(value)
     raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
 
 
@@ -349,8 +363,9 @@ class Function:
     input's shape.
     """
 
-    saved = ()       # what forward kept for backward; None once backward has released it
-    output = None    # the output tensor, only when it retains its gradient
+    saved = ()        # what forward kept for backward (dropped when backward releases the node)
+    released = False  # True once a backward pass has dropped `saved`
+    output = None     # the output tensor, only when it retains its gradient
 
     def __init_subclass__(cls):
         # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
@@ -375,6 +390,8 @@ class Function:
             raise TensorIndexError(f"{cls.name}: {error}") from None
         except ValueError as error:
             raise ValueError(f"{cls.name}: {error}") from None
+        except TypeError as error:
+            raise TypeError(f"{cls.name}: {error}") from None
         if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
             data = np.asarray(data)
         out = Tensor.__new__(Tensor)
@@ -443,7 +460,7 @@ def _backward_sweep(root, seed, retain_graph):
             if leaf is not None:
                 _accumulate(leaf, grad)
             continue
-        if node.saved is None:
+        if node.released:
             raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
                                "earlier backward; pass retain_graph=True to backward twice")
         if node.output is not None:
@@ -460,7 +477,7 @@ def _backward_sweep(root, seed, retain_graph):
             else:
                 pending[parent] = summed + parent_grad
         if not retain_graph:
-            node.saved = None
+            node.saved, node.released = None, True
 
 
 from tinyattn import ops  # noqa: E402  (the ops build on Tensor and Function, defined above)

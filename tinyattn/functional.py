@@ -32,6 +32,7 @@ def gelu(x):
 
         gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
     """
+    _check_tensor("gelu", x=x)
     return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
 
 
@@ -41,6 +42,12 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
 
         y = (x - mean) / sqrt(var + eps) * weight + bias,   var the biased variance (as PyTorch)
     """
+    _check_tensor("layer_norm", x=x)
+    _check_tensor("layer_norm", optional=True, weight=weight, bias=bias)
+    if x.ndim < len(axes):
+        raise ValueError(f"layer_norm: inputs of shape {x.shape} have no axes {axes} to normalise")
+    if not eps >= 0:
+        raise ValueError(f"layer_norm: eps must not be negative, got {eps}")
     normalized_shape = tuple(x.shape[axis] for axis in axes)
     for name, parameter in (("weight", weight), ("bias", bias)):
         if parameter is not None and parameter.shape != normalized_shape:
@@ -55,6 +62,13 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
     if bias is not None:
         normalized = normalized + bias
     return normalized
+
+
+def _check_tensor(op, optional=False, **arguments):
+    """A TypeError naming `op` for each argument that is not a Tensor (or None, if optional)."""
+    for name, value in arguments.items():
+        if not (isinstance(value, Tensor) or optional and value is None):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
 
 
 def dropout(x, p=0.5, training=True):
@@ -88,15 +102,15 @@ def cross_entropy(logits, targets, ignore_index=-100):
         raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of shape "
                          f"{expected}, got {targets.shape}")
     num_classes = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
-    if logits.ndim > 2:                 # (N, C, d1, ...) -> (N, d1, ..., C): classes last
-        logits = logits.transpose(0, *range(2, logits.ndim), 1)
-    logits = logits.reshape(-1, num_classes)       # (rows, C)
     targets = targets.reshape(-1)                  # (rows,)
     kept = targets != ignore_index
     bad = targets[kept & ((targets < 0) | (targets >= num_classes))]
     if bad.size:
         raise ValueError(f"cross_entropy: target {bad[0]} is out of range for {num_classes} "
                          "classes")
+    if logits.ndim > 2:                 # (N, C, d1, ...) -> (N, d1, ..., C): classes last
+        logits = logits.transpose(0, *range(2, logits.ndim), 1)
+    logits = logits.reshape(-1, num_classes)       # (rows, C)
     rows = np.flatnonzero(kept)
     picked = log_softmax(logits, axis=-1)[rows, targets[rows]]    # (kept rows,)
     return -picked.mean()
@@ -117,7 +131,12 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be between 0 and 1, "
                          f"got {dropout_p}")
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    elif isinstance(scale, (int, float, np.integer, np.floating)):
+        scale = float(scale)                           # a Python float: no float32 upcast
+    else:
+        raise TypeError(f"scaled_dot_product_attention: scale must be a number, got {scale!r}")
 
     scores = (query @ key.mT) * scale                  # (..., L, S)
     if additive is not None:
@@ -151,10 +170,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _check_shapes(query, key, value):
     """The shape of the scores, (..., L, S), after checking that the three inputs fit together."""
+    _check_tensor("scaled_dot_product_attention", query=query, key=key, value=value)
     for name, x in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor, "
-                            f"got {type(x).__name__}")
         if x.ndim < 2:
             raise ValueError(f"scaled_dot_product_attention: {name} needs at least 2 dimensions "
                              f"(..., length, width), got shape {x.shape}")

@@ -7,6 +7,16 @@ import numpy as np
 from tinyattn.engine import Tensor
 
 
+def hyperparameter(optimizer, name, value):
+    """`value` as a Python float; a TypeError unless it is a real number, a ValueError if it is
+    negative or NaN."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{optimizer}: {name} must be a number, got {value!r}")
+    if not value >= 0:
+        raise ValueError(f"{optimizer}: {name} must be a number >= 0, got {value}")
+    return float(value)
+
+
 class Optimizer:
     def __init__(self, params, lr):
         self.params = list(params)
@@ -18,9 +28,7 @@ class Optimizer:
                                 "requires grad")
         if len({id(p) for p in self.params}) != len(self.params):
             raise ValueError(f"{type(self).__name__}: a parameter appears twice in the list")
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: lr must not be negative, got {lr}")
-        self.lr = float(lr)
+        self.lr = hyperparameter(type(self).__name__, "lr", lr)
 
     def zero_grad(self):
         for p in self.params:
@@ -35,10 +43,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
-        if momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: momentum and weight_decay must not be negative, got "
-                             f"{momentum} and {weight_decay}")
-        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.momentum = hyperparameter("SGD", "momentum", momentum)
+        self.weight_decay = hyperparameter("SGD", "weight_decay", weight_decay)
         self.velocity = [None] * len(self.params)
 
     def step(self):
@@ -64,11 +70,14 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0) or eps < 0 or weight_decay < 0:
-            raise ValueError(f"Adam: needs 0 <= betas < 1 and eps, weight_decay >= 0, got "
-                             f"betas={betas}, eps={eps}, weight_decay={weight_decay}")
-        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
-        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
+        self.beta1, self.beta2 = (hyperparameter("Adam", name, beta)
+                                  for name, beta in (("beta1", betas[0]), ("beta2", betas[1])))
+        if not (self.beta1 < 1.0 and self.beta2 < 1.0):
+            raise ValueError(f"Adam: needs 0 <= betas < 1, got betas={betas}")
+        self.eps = hyperparameter("Adam", "eps", eps)
+        self.weight_decay = hyperparameter("Adam", "weight_decay", weight_decay)
         # per parameter, made at its first step (in its dtype then): the moving averages of its
         # gradient and squared gradient, and how many steps it has taken
         self.m, self.v, self.steps = {}, {}, {}

@@ -12,7 +12,7 @@ with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, 
 import tinyattn.functional as F
 from tinyattn.engine import Tensor
 from tinyattn.nn.layers import Linear
-from tinyattn.nn.module import Module
+from tinyattn.nn.module import Module, check_sizes
 
 
 class MultiHeadAttention(Module):
@@ -29,12 +29,15 @@ class MultiHeadAttention(Module):
 
     `attn_mask` means what it means in `F.scaled_dot_product_attention`: True marks the (query, key)
     pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
-    (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. Note
+    (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. A
+    per-example mask needs its head axis: (B, 1, L, S), not (B, L, S), which NumPy would line up
+    with (H, L, S). Note
     that PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True =
     masked).
     """
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
+        check_sizes("MultiHeadAttention", embed_dim=embed_dim, num_heads=num_heads)
         if num_heads < 1 or embed_dim < 1:
             raise ValueError(f"MultiHeadAttention: embed_dim and num_heads must be positive, got "
                              f"embed_dim {embed_dim} and num_heads {num_heads}")

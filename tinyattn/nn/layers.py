@@ -11,10 +11,11 @@ import numpy as np
 import tinyattn.functional as F
 from tinyattn import rng
 from tinyattn.engine import Tensor, TensorIndexError
-from tinyattn.nn.module import Module, Parameter, uniform
+from tinyattn.nn.module import Module, Parameter, check_input, check_sizes, uniform
 
 
 def check_width(layer, x, width):
+    check_input(layer, x)
     if x.ndim < 1 or x.shape[-1] != width:
         raise ValueError(f"{layer}: expected inputs of width {width} (shape (..., {width})), "
                          f"got shape {x.shape}")
@@ -23,12 +24,13 @@ def check_width(layer, x, width):
 class Linear(Module):
     """y = x @ weight^T + bias, with PyTorch's layout: weight is (out_features, in_features).
 
-    Initialised uniformly in +-1/sqrt(in_features), as PyTorch does.
+    Initialised uniformly in +-1/sqrt(in_features), as PyTorch does (0 when in_features is 0).
     """
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
+        check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features)
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = uniform((out_features, in_features), bound, dtype)
         self.bias = uniform((out_features,), bound, dtype) if bias else None
 
@@ -48,11 +50,14 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, dtype=None):
         self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
                                  else tuple(normalized_shape))
+        check_sizes("LayerNorm", **{f"normalized_shape[{i}]": n
+                                    for i, n in enumerate(self.normalized_shape)})
         self.eps = eps
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
 
     def forward(self, x):
+        check_input("LayerNorm", x)
         n = len(self.normalized_shape)
         if x.shape[-n:] != self.normalized_shape:
             raise ValueError(f"LayerNorm: expected inputs of shape (..., "
@@ -69,6 +74,7 @@ class Embedding(Module):
     row, summing over repeated ids."""
 
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
+        check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
         self.weight = Parameter(table.astype(dtype or np.float64))
@@ -137,6 +143,7 @@ class PositionalEncoding(Module):
     """Adds the sinusoidal position table to a batch of embeddings (B, T, E); no parameters."""
 
     def __init__(self, embed_dim, max_len=1024):
+        check_sizes("PositionalEncoding", embed_dim=embed_dim, max_len=max_len)
         self.embed_dim, self.max_len = embed_dim, max_len
         self.table = sinusoidal_positions(max_len, embed_dim)
 

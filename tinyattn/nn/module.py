@@ -5,6 +5,8 @@ inside lists, such as the blocks of a transformer). Walking those attributes in 
 set gives every parameter a dotted name, `blocks.0.attn.q_proj.weight`, used by `state_dict()`,
 saving, loading and drawing.
 """
+from collections.abc import Mapping
+
 import numpy as np
 
 from tinyattn import rng
@@ -96,18 +98,27 @@ class Module:
         return {name: parameter.data.copy() for name, parameter in self.named_parameters()}
 
     def load_state_dict(self, state):
-        """Copy arrays into the parameters of the same names; names and shapes must match."""
+        """Copy arrays into the parameters of the same names; names, shapes and kinds (real
+        numbers) must match. Everything is checked before anything is changed."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"load_state_dict: expected a dict of arrays, got {type(state).__name__}")
         parameters = dict(self.named_parameters())
         missing, unexpected = parameters.keys() - state.keys(), state.keys() - parameters.keys()
         if missing or unexpected:
             raise ValueError(f"load_state_dict: missing {sorted(missing)}, "
                              f"unexpected {sorted(unexpected)}")
-        for name, parameter in parameters.items():       # check everything before changing anything
-            if np.shape(state[name]) != parameter.shape:
-                raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
-                                 f"the state has {np.shape(state[name])}")
+        arrays = {}
         for name, parameter in parameters.items():
-            parameter.data[...] = state[name]
+            array = np.asarray(state[name].data if isinstance(state[name], Tensor) else state[name])
+            if array.dtype.kind not in "biuf":
+                raise TypeError(f"load_state_dict: {name} must hold real numbers, the state has "
+                                f"dtype {array.dtype}")
+            if array.shape != parameter.shape:
+                raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
+                                 f"the state has {array.shape}")
+            arrays[name] = array
+        for name, parameter in parameters.items():
+            parameter.data[...] = arrays[name]
 
     def save(self, path):
         """Save the parameters to a NumPy `.npz` file (arrays only, no pickle)."""
@@ -127,6 +138,21 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def check_sizes(layer, **sizes):
+    """Each size (a number of features, heads, embeddings...) must be an int >= 0."""
+    for name, size in sizes.items():
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
+            raise TypeError(f"{layer}: {name} must be an int, got {size!r}")
+        if size < 0:
+            raise ValueError(f"{layer}: {name} must not be negative, got {size}")
+
+
+def check_input(layer, x):
+    """Layers take tensors (as PyTorch's do); anything else is a TypeError naming the layer."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer}: the input must be a Tensor, got {type(x).__name__}")
 
 
 def uniform(shape, bound, dtype):

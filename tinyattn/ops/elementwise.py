@@ -44,23 +44,31 @@ class Mul(Function):
 
 
 class Div(Function):
-    """out = a / b.    dL/da = grad / b,  dL/db = -grad * a / b^2"""
+    """out = a / b.    dL/da = grad / b,  dL/db = -grad * a / b^2 = -grad * out / b
+
+    dL/db is computed as out / b, not a / b^2: b^2 overflows (or underflows to 0) for |b| beyond
+    about 1e154 (1e19 in float32) where out / b is still an ordinary number.
+    """
 
     def forward(self, a, b):
-        self.saved = (a, b)
-        return a / b
+        out = a / b
+        self.saved = (b, out)
+        return out
 
     def backward(self, grad):
-        a, b = self.saved
+        b, out = self.saved
         return (grad / b if self.needs_grad(0) else None,
-                -grad * a / (b * b) if self.needs_grad(1) else None)
+                -grad * out / b if self.needs_grad(1) else None)
 
 
 class Pow(Function):
     """out = a ** b.    dL/da = grad * b * a^(b - 1),  dL/db = grad * out * log(a)
 
-    The gradient for the exponent needs log(a), so it is only defined for a > 0 (as in PyTorch, a
-    non-positive base gives NaN there); with a constant exponent, as in `x ** 2`, it is not computed.
+    Two limits are taken as PyTorch takes them, where the formulas would give 0 * inf = NaN:
+      * b = 0: out = 1 whatever a is, so dL/da = 0 (even at a = 0, where a^(b - 1) is infinite);
+      * a = 0 and b >= 0: out = 0 ** b is flat in b (0, or 1 at b = 0), so dL/db = 0.
+    Elsewhere dL/db needs log(a), so it is only defined for a > 0 (as in PyTorch, a negative base
+    gives NaN there); with a constant exponent, as in `x ** 2`, it is not computed.
     """
 
     def forward(self, a, b):
@@ -71,8 +79,13 @@ class Pow(Function):
 
     def backward(self, grad):
         a, b, out = self.saved
-        return (grad * b * a ** (b - 1) if self.needs_grad(0) else None,
-                grad * out * np.log(a) if self.needs_grad(1) else None)
+        grad_a = grad_b = None
+        with np.errstate(divide="ignore", invalid="ignore"):   # the infinities replaced below
+            if self.needs_grad(0):
+                grad_a = np.where(b == 0, 0, grad * b * a ** (b - 1))
+            if self.needs_grad(1):
+                grad_b = np.where((a == 0) & (b >= 0), 0, grad * out * np.log(a))
+        return grad_a, grad_b
 
 
 class Neg(Function):

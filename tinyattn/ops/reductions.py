@@ -14,9 +14,11 @@ def normalize_axes(axis, ndim):
     """`axis` (None, an int or a tuple of ints, negative allowed) as a sorted tuple of axes >= 0."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, (int, np.integer)) for a in axes):
+        raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
     for a in axes:
-        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+        if not -ndim <= a < ndim:
             raise ValueError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
     normalized = tuple(sorted(int(a) % ndim for a in axes))
     if len(set(normalized)) != len(normalized):
@@ -64,8 +66,9 @@ class Max(Function):
 
     def forward(self, a, axis=None, keepdims=False):
         self.axes, self.keepdims = normalize_axes(axis, a.ndim), keepdims
-        if a.size == 0:
-            raise ValueError(f"cannot take the max of an empty tensor of shape {a.shape}")
+        if any(a.shape[axis] == 0 for axis in self.axes):
+            raise ValueError(f"cannot take the max over an empty axis of a tensor of shape "
+                             f"{a.shape} (axis={axis})")
         kept = a.max(axis=self.axes, keepdims=True)
         self.saved = (a, kept)
         return kept if keepdims else np.squeeze(kept, axis=self.axes)

@@ -41,6 +41,7 @@ class Transpose(Function):
     """
 
     def forward(self, a, axes):
+        check_integer_axes(axes)
         self.axes = tuple(ax + a.ndim if ax < 0 else ax for ax in axes)
         if sorted(self.axes) != list(range(a.ndim)):
             raise ValueError(f"axes {tuple(axes)} are not a permutation of the {a.ndim} axes "
@@ -51,8 +52,16 @@ class Transpose(Function):
         return (grad.transpose(np.argsort(self.axes)),)
 
 
+def check_integer_axes(axes, op=None):
+    """A TypeError unless every axis is an int (as NumPy and PyTorch require)."""
+    if not all(isinstance(axis, (int, np.integer)) for axis in axes):
+        prefix = f"{op}: " if op else ""
+        raise TypeError(f"{prefix}axes must be ints, got {tuple(axes)}")
+
+
 def swapped_axes(ndim, axis1, axis2, op):
     """The permutation of `ndim` axes that swaps `axis1` and `axis2`."""
+    check_integer_axes((axis1, axis2), op)
     if not (-ndim <= axis1 < ndim and -ndim <= axis2 < ndim):
         raise ValueError(f"{op}: axes {axis1} and {axis2} are out of range for a tensor with "
                          f"{ndim} dimensions")
@@ -92,6 +101,7 @@ class Concatenate(Function):
 
     def forward(self, *arrays, axis):
         first = arrays[0]
+        check_integer_axes((axis,))
         if not -first.ndim <= axis < first.ndim:
             raise ValueError(f"axis {axis} is out of range for tensors of shape {first.shape}")
         axis %= first.ndim
@@ -125,6 +135,7 @@ def stack(tensors, axis=0):
     then they are concatenated along it."""
     tensors = _tensors(tensors, "stack")
     ndim = tensors[0].ndim + 1
+    check_integer_axes((axis,), "stack")
     if not -ndim <= axis < ndim:
         raise ValueError(f"stack: axis {axis} is out of range for a result with {ndim} dimensions")
     axis %= ndim

@@ -12,10 +12,15 @@ def _shifted(x, axis):
     """x minus its maximum along `axis`: the largest entry becomes 0, so exp cannot overflow.
 
     A row whose entries are all -inf (every key masked) is left at -inf instead of becoming
-    -inf - (-inf) = NaN.
+    -inf - (-inf) = NaN, and so is an empty row (its maximum is taken as -inf). An entry so far
+    below the maximum that the difference overflows (-3e38 - 3e38 in float32) becomes -inf, the
+    right limit: its exp is 0.
     """
-    row_max = x.max(axis=axis, keepdims=True)
-    return x - np.where(row_max == -np.inf, 0, row_max)
+    if x.dtype.kind != "f":                # integer logits: computed in float64
+        x = x.astype(np.float64)
+    row_max = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(over="ignore"):
+        return np.asarray(x - np.where(row_max == -np.inf, 0, row_max))   # 0-d stays an array
 
 
 class Softmax(Function):
@@ -32,7 +37,7 @@ class Softmax(Function):
     """
 
     def forward(self, x, axis=-1):
-        out = _shifted(x if x.dtype.kind == "f" else x.astype(np.float64), axis)
+        out = _shifted(x, axis)
         np.exp(out, out=out)                # in place: these arrays can be large (B, H, L, S)
         total = out.sum(axis=axis, keepdims=True)
         out /= np.where(total == 0, 1, total)
@@ -54,7 +59,8 @@ class LogSoftmax(Function):
 
     def forward(self, x, axis=-1):
         shifted = _shifted(x, axis)
-        out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        with np.errstate(divide="ignore"):   # an empty row: log(0), on no entries
+            out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         self.axis, self.saved = axis, out
         return out
 
