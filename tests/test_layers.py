@@ -343,3 +343,10 @@ def test_layers_with_zero_sizes_work_as_in_pytorch():
     out, weights = attention(query, ta.tensor(np.zeros((2, 0, 8))))
     np.testing.assert_array_equal(out.data, np.zeros((2, 3, 8)))
     assert weights.shape == (2, 2, 3, 0)
+
+
+def test_a_module_names_its_parameters_by_where_they_live():
+    block = nn.TransformerBlock(8, 2)
+    for name, parameter in block.named_parameters():
+        assert parameter.name == name
+    assert block.attn.q_proj.weight.name == "attn.q_proj.weight"

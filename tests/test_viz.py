@@ -76,6 +76,9 @@ def test_leaf_names_from_a_dict_a_module_or_nothing():
     by_module = draw_graph(out, params=layer).source
     assert draw_graph(out, params=dict(layer.named_parameters())).source == by_module
     assert draw_graph(out, params={"W": layer.weight}).source.count('label="W\\n(2, 3)"') == 1
+    # a module names its parameters itself, so nothing needs to be passed
+    assert draw_graph(out).source == by_module and 'label="weight\\n(2, 3)"' in by_module
+    layer.weight.name = layer.bias.name = None
     unnamed = draw_graph(out).source
     assert unnamed.count('label="parameter\\n') == 2 and 'label="x\\n(4, 3)"' in unnamed
     x.name = None
@@ -148,7 +151,7 @@ def test_one_cluster_per_head():
     placed = placement(source.source)
     for head in ("head 0", "head 1"):
         inside = [label for _, label, clusters in placed if clusters == [head]]
-        assert sum(label.startswith("parameter") for label in inside) == 6   # weights, biases
+        assert sum(label.startswith(("weight", "bias")) for label in inside) == 6   # named by Linear
         assert sum(label.startswith("softmax") for label in inside) == 1
         assert len(inside) == 6 + 3 * 3 + 5         # 3 x (transpose, matmul, add), attention: 5
     outside = [label for _, label, clusters in placed if not clusters]

@@ -32,6 +32,14 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
+    def __setattr__(self, name, value):
+        """Setting a Parameter or sub-Module (or a list of them) also names every parameter after
+        where it now lives, `q_proj.weight`, so that a drawing of the graph can label it."""
+        object.__setattr__(self, name, value)
+        if isinstance(value, (Parameter, Module, list, tuple)):
+            for dotted_name, parameter in self.named_parameters():
+                parameter.name = dotted_name
+
     # ---------------------------------------------------------------- the tree of modules
     def named_children(self):
         """(name, module) for each direct sub-Module, including those in lists and tuples."""
