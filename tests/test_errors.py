@@ -145,6 +145,9 @@ def t(*shape):
      r"SGD: lr must be a number, got '0.1'"),
     (lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr=float("nan")), ValueError,
      r"SGD: lr must be a number >= 0, got nan"),
+    (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), ta.tensor(np.ones((3, 2), np.float32))),
+     TypeError, r"scaled_dot_product_attention: .* same dtype, got float64, float64 and float32"),
+    (lambda: list(ta.tensor(1.0)), TypeError, r"iteration over a 0-d tensor"),
     (lambda: nn.Linear(2, 2).load_state_dict([1, 2]), TypeError,
      r"load_state_dict: expected a dict of arrays, got list"),
 ])

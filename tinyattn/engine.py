@@ -108,6 +108,12 @@ class Tensor:
     def __len__(self):
         return len(self.data)
 
+    def __iter__(self):
+        """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self)))
+
     def numpy(self):
         """The data itself (a view: writing to it changes the tensor)."""
         return self.data

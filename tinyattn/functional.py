@@ -171,6 +171,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def _check_shapes(query, key, value):
     """The shape of the scores, (..., L, S), after checking that the three inputs fit together."""
     _check_tensor("scaled_dot_product_attention", query=query, key=key, value=value)
+    if not query.dtype == key.dtype == value.dtype:      # as PyTorch: no silent promotion
+        raise TypeError(f"scaled_dot_product_attention: query, key and value must have the same "
+                        f"dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
     for name, x in (("query", query), ("key", key), ("value", value)):
         if x.ndim < 2:
             raise ValueError(f"scaled_dot_product_attention: {name} needs at least 2 dimensions "
