@@ -148,6 +148,12 @@ def t(*shape):
     (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), ta.tensor(np.ones((3, 2), np.float32))),
      TypeError, r"scaled_dot_product_attention: .* same dtype, got float64, float64 and float32"),
     (lambda: list(ta.tensor(1.0)), TypeError, r"iteration over a 0-d tensor"),
+    (lambda: nn.Linear(3, 2)(ta.tensor(np.ones((1, 3), np.float32))), TypeError,
+     r"Linear: the input has dtype float32 but the layer's parameters are float64"),
+    (lambda: nn.LayerNorm(3)(ta.tensor(np.ones((1, 3), int))), TypeError,
+     r"LayerNorm: the input has dtype int64 but the layer's parameters are float64"),
+    (lambda: nn.MultiHeadAttention(4, 2).to(np.float32)(t(1, 2, 4)), TypeError,
+     r"MultiHeadAttention: the query has dtype float64 but the layer's parameters are float32"),
     (lambda: nn.Linear(2, 2).load_state_dict([1, 2]), TypeError,
      r"load_state_dict: expected a dict of arrays, got list"),
 ])

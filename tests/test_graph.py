@@ -232,3 +232,17 @@ def test_max_over_a_nonempty_axis_of_a_tensor_with_an_empty_one():
     assert out.shape == (0,)
     out.backward(np.ones(0))
     assert x.grad.shape == (0, 3)
+
+
+def test_an_intermediate_can_be_reused_after_backward_unless_it_saved_arrays():
+    """As in PyTorch: add saves nothing, so its node can take part in a second backward; exp
+    saved its output, which the first backward released."""
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    h = x + 1.0
+    h.sum().backward()
+    (h * 3.0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [4.0, 4.0])
+    e = x.exp()
+    e.sum().backward()
+    with pytest.raises(RuntimeError, match="the exp node's saved arrays were released"):
+        (e * 3.0).sum().backward()

@@ -482,8 +482,8 @@ def _backward_sweep(root, seed, retain_graph):
                 heapq.heappush(queue, (-parent.order, parent))
             else:
                 pending[parent] = summed + parent_grad
-        if not retain_graph:
-            node.saved, node.released = None, True
+        if not retain_graph and node.saved is not Function.saved:   # (an op that saved
+            node.saved, node.released = None, True                   # nothing can run again)
 
 
 from tinyattn import ops  # noqa: E402  (the ops build on Tensor and Function, defined above)

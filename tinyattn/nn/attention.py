@@ -10,9 +10,8 @@ embedding.
 with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, S the key length.
 """
 import tinyattn.functional as F
-from tinyattn.engine import Tensor
 from tinyattn.nn.layers import Linear
-from tinyattn.nn.module import Module, check_sizes
+from tinyattn.nn.module import Module, check_input, check_sizes
 
 
 class MultiHeadAttention(Module):
@@ -78,9 +77,7 @@ class MultiHeadAttention(Module):
 
     def _check_inputs(self, query, key, value):
         for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, Tensor):
-                raise TypeError(f"MultiHeadAttention: {name} must be a Tensor, "
-                                f"got {type(x).__name__}")
+            check_input("MultiHeadAttention", x, self.q_proj.weight.dtype, name)
             if x.ndim != 3 or x.shape[-1] != self.embed_dim:
                 raise ValueError(f"MultiHeadAttention: {name} must have shape (B, T, "
                                  f"{self.embed_dim}), got {x.shape}")

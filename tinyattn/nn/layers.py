@@ -14,8 +14,8 @@ from tinyattn.engine import Tensor, TensorIndexError
 from tinyattn.nn.module import Module, Parameter, check_input, check_sizes, uniform
 
 
-def check_width(layer, x, width):
-    check_input(layer, x)
+def check_width(layer, x, width, dtype=None):
+    check_input(layer, x, dtype)
     if x.ndim < 1 or x.shape[-1] != width:
         raise ValueError(f"{layer}: expected inputs of width {width} (shape (..., {width})), "
                          f"got shape {x.shape}")
@@ -35,7 +35,7 @@ class Linear(Module):
         self.bias = uniform((out_features,), bound, dtype) if bias else None
 
     def forward(self, x):
-        check_width("Linear", x, self.in_features)
+        check_width("Linear", x, self.in_features, self.weight.dtype)
         y = x @ self.weight.T               # (..., in) @ (in, out) -> (..., out)
         return y + self.bias if self.bias is not None else y
 
@@ -57,7 +57,7 @@ class LayerNorm(Module):
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
 
     def forward(self, x):
-        check_input("LayerNorm", x)
+        check_input("LayerNorm", x, self.weight.dtype)
         n = len(self.normalized_shape)
         if x.shape[-n:] != self.normalized_shape:
             raise ValueError(f"LayerNorm: expected inputs of shape (..., "

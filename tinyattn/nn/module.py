@@ -157,10 +157,15 @@ def check_sizes(layer, **sizes):
             raise ValueError(f"{layer}: {name} must not be negative, got {size}")
 
 
-def check_input(layer, x):
-    """Layers take tensors (as PyTorch's do); anything else is a TypeError naming the layer."""
+def check_input(layer, x, dtype=None, name="input"):
+    """Layers take tensors (as PyTorch's do) of their parameters' dtype: NumPy would promote a
+    float32 input to a float64 layer's float64 silently. Anything else is a TypeError naming the
+    layer."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"{layer}: the input must be a Tensor, got {type(x).__name__}")
+        raise TypeError(f"{layer}: the {name} must be a Tensor, got {type(x).__name__}")
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{layer}: the {name} has dtype {x.dtype} but the layer's parameters are "
+                        f"{dtype}; convert one of them (the layer with .to(dtype))")
 
 
 def uniform(shape, bound, dtype):
