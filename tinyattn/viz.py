@@ -57,7 +57,8 @@ def nodes(tensor):
 def draw_graph(tensor, params=None, clusters=None, title=None, rankdir="TB"):
     """A `graphviz.Digraph` of the graph that produced `tensor`, inputs at the top.
 
-    params:   a Module, or a dict {name: parameter}, to label leaves with their names
+    params:   a Module, or a dict {name: parameter}, to label leaves with their names (without
+              it, parameters carry the names their module gave them: `q_proj.weight`)
     clusters: {label: (outputs, inputs)}, outputs and inputs each a tensor or a list of tensors
     """
     if params is not None and hasattr(params, "named_parameters"):
