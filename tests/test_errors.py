@@ -89,13 +89,13 @@ def t(*shape):
      r"PositionalEncoding: sequence length 5 exceeds max_len 3"),
     (lambda: optim.SGD([], lr=0.1), ValueError, r"SGD: got an empty list of parameters"),
     (lambda: optim.Adam(nn.Linear(2, 2).parameters(), lr=-1), ValueError,
-     r"Adam: lr must be a number >= 0, got -1"),
+     r"Adam: lr must be >= 0, got -1"),
     (lambda: optim.Adam(nn.Linear(2, 2).parameters(), betas=(0.9, 1.0)), ValueError,
      r"Adam: needs 0 <= betas < 1"),
     (lambda: optim.SGD([nn.Parameter(np.ones(2))] * 2, lr=0.1), ValueError,
      r"SGD: a parameter appears twice"),
     (lambda: nn.MultiHeadAttention(8, 0), ValueError,
-     r"MultiHeadAttention: embed_dim and num_heads must be positive"),
+     r"MultiHeadAttention: num_heads must be at least 1, got 0"),
     (lambda: nn.PositionalEncoding(4)(t(4)), ValueError,
      r"PositionalEncoding: expected inputs of shape \(\.\.\., T, 4\), got \(4,\)"),
     (lambda: F.scaled_dot_product_attention(t(2, 0), t(3, 0), t(3, 2)), ValueError,
@@ -108,9 +108,9 @@ def t(*shape):
     (lambda: nn.Linear(2, 2).to(np.int32), TypeError, r"to: parameters must be floating point"),
     # the wrong kind of argument: a TypeError that still names the op
     (lambda: ta.tensor([[1, 2], [3]]), ValueError, r"tensor: .*inhomogeneous"),
-    (lambda: t(2) + np.array(["a", "b"]), TypeError, r"add: cannot use an array of dtype <U1"),
+    (lambda: t(2) + np.array(["a", "b"]), TypeError, r"add: expected numbers, got an array of dtype <U1"),
     (lambda: t(2) + np.array([1, "a"], dtype=object), TypeError,
-     r"add: cannot use an array of dtype object"),
+     r"add: expected numbers, got an array of dtype object"),
     (lambda: ta.concatenate([t(2), t(2)], axis=None), TypeError, r"concatenate: axes must be ints"),
     (lambda: ta.stack([t(2), t(2)], axis=1.0), TypeError, r"stack: axes must be ints, got \(1.0,\)"),
     (lambda: t(2, 3).transpose("a", "b"), TypeError, r"transpose: axes must be ints"),
@@ -118,8 +118,8 @@ def t(*shape):
     (lambda: t(2, 3).sum(axis=1.0), TypeError,
      r"sum: axis must be None, an int or a tuple of ints, got 1.0"),
     (lambda: t(2, 3).max(axis="a"), TypeError, r"max: axis must be None, an int or a tuple"),
-    (lambda: F.softmax(t(2, 3), axis=1.0), TypeError, r"softmax: "),
-    (lambda: (t(2) * 2).backward("ab"), TypeError, r"backward: the seed gradient must be numeric"),
+    (lambda: F.softmax(t(2, 3), axis=1.0), TypeError, r"softmax: .*float"),
+    (lambda: (t(2) * 2).backward("ab"), TypeError, r"backward: expected numbers, got an array of dtype <U2"),
     (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), t(3, 2), scale="a"), TypeError,
      r"scaled_dot_product_attention: scale must be a number, got 'a'"),
     (lambda: F.gelu(np.ones(3)), TypeError, r"gelu: x must be a Tensor, got ndarray"),
@@ -127,14 +127,14 @@ def t(*shape):
     (lambda: F.layer_norm(t(3), [1.0, 1.0, 1.0]), TypeError,
      r"layer_norm: weight must be a Tensor, got list"),
     (lambda: F.layer_norm(t()), ValueError, r"layer_norm: inputs of shape \(\) have no axes"),
-    (lambda: F.layer_norm(t(3), eps=-1.0), ValueError, r"layer_norm: eps must not be negative"),
+    (lambda: F.layer_norm(t(3), eps=-1.0), ValueError, r"layer_norm: eps must be >= 0, got -1.0"),
     (lambda: nn.LayerNorm(4)(np.ones((2, 4))), TypeError,
-     r"LayerNorm: the input must be a Tensor, got ndarray"),
+     r"LayerNorm: input must be a Tensor, got ndarray"),
     (lambda: nn.Linear(4, 3)([1.0, 2.0, 3.0, 4.0]), TypeError,
-     r"Linear: the input must be a Tensor, got list"),
-    (lambda: nn.Linear(-1, 3), ValueError, r"Linear: in_features must not be negative, got -1"),
-    (lambda: nn.Embedding(4, -3), ValueError, r"Embedding: embedding_dim must not be negative"),
-    (lambda: nn.LayerNorm(-2), ValueError, r"LayerNorm: normalized_shape\[0\] must not be negative"),
+     r"Linear: input must be a Tensor, got list"),
+    (lambda: nn.Linear(-1, 3), ValueError, r"Linear: in_features must be at least 0, got -1"),
+    (lambda: nn.Embedding(4, -3), ValueError, r"Embedding: embedding_dim must be at least 0, got -3"),
+    (lambda: nn.LayerNorm(-2), ValueError, r"LayerNorm: normalized_shape must be at least 0, got -2"),
     (lambda: nn.MultiHeadAttention(8.0, 2), TypeError,
      r"MultiHeadAttention: embed_dim must be an int, got 8.0"),
     (lambda: nn.MultiHeadAttention(8, 2.0), TypeError,
@@ -144,10 +144,19 @@ def t(*shape):
     (lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), TypeError,
      r"SGD: lr must be a number, got '0.1'"),
     (lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr=float("nan")), ValueError,
-     r"SGD: lr must be a number >= 0, got nan"),
-    (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), ta.tensor(np.ones((3, 2), np.float32))),
+     r"SGD: lr must not be NaN"),
+    (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2),
+                                            ta.tensor(np.ones((3, 2), np.float32))),
      TypeError, r"scaled_dot_product_attention: .* same dtype, got float64, float64 and float32"),
-    (lambda: list(ta.tensor(1.0)), TypeError, r"iteration over a 0-d tensor"),
+    (lambda: F.dropout(t(3), "a"), TypeError, r"dropout: p must be a number, got 'a'"),
+    (lambda: F.layer_norm(t(3), eps="a"), TypeError, r"layer_norm: eps must be a number"),
+    (lambda: F.scaled_dot_product_attention(t(3, 2), t(3, 2), t(3, 2), scale=True), TypeError,
+     r"scaled_dot_product_attention: scale must be a number, got True"),
+    (lambda: nn.LayerNorm(4.0), TypeError, r"LayerNorm: normalized_shape must be an int, got 4.0"),
+    (lambda: nn.PositionalEncoding(4)(ta.tensor(np.ones((1, 2, 4), int))), TypeError,
+     r"PositionalEncoding: expected floating-point inputs, got int64"),
+    (lambda: list(ta.tensor(1.0)), TypeError,
+     r"iter: cannot iterate over a 0-d tensor \(shape \(\)\)"),
     (lambda: nn.Linear(3, 2)(ta.tensor(np.ones((1, 3), np.float32))), TypeError,
      r"Linear: the input has dtype float32 but the layer's parameters are float64"),
     (lambda: nn.LayerNorm(3)(ta.tensor(np.ones((1, 3), int))), TypeError,
@@ -185,7 +194,17 @@ def test_float32_warning_from_gradcheck():
 def test_load_state_dict_checks_every_value_before_changing_anything():
     layer = nn.Linear(2, 2)
     before = {name: array.copy() for name, array in layer.state_dict().items()}
-    with pytest.raises(TypeError, match=r"load_state_dict: bias must hold real numbers"):
+    with pytest.raises(TypeError, match=r"load_state_dict: bias: expected numbers"):
         layer.load_state_dict({"weight": np.full((2, 2), 5.0), "bias": np.array(["a", "b"])})
     for name, array in layer.state_dict().items():
         np.testing.assert_array_equal(array, before[name])
+
+
+def test_load_state_dict_refuses_numbers_too_large_for_the_dtype():
+    layer = nn.Linear(2, 2).to(np.float32)
+    before = layer.weight.data.copy()
+    state = {"weight": np.zeros((2, 2)), "bias": np.array([1e300, 0.0])}
+    with pytest.raises(ValueError, match=r"load_state_dict: bias holds numbers too large for "
+                                         r"float32"):
+        layer.load_state_dict(state)
+    np.testing.assert_array_equal(layer.weight.data, before)

@@ -242,7 +242,19 @@ def test_an_intermediate_can_be_reused_after_backward_unless_it_saved_arrays():
     h.sum().backward()
     (h * 3.0).sum().backward()
     np.testing.assert_array_equal(x.grad, [4.0, 4.0])
+    first_row = ta.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)[0]   # index keeps its index
+    first_row.sum().backward()
+    (first_row * 2.0).sum().backward()
     e = x.exp()
     e.sum().backward()
     with pytest.raises(RuntimeError, match="the exp node's saved arrays were released"):
         (e * 3.0).sum().backward()
+
+
+def test_a_retained_gradient_adds_up_across_backward_passes():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    h = x + 1.0
+    h.retain_grad()
+    h.sum().backward()
+    (h * 2.0).sum().backward()
+    np.testing.assert_array_equal(h.grad, [3.0, 3.0])

@@ -336,6 +336,7 @@ def test_layers_with_zero_sizes_work_as_in_pytorch():
     """Linear(0, n) outputs its bias (its weight has no columns); attention over zero keys gives
     zeros, as a fully masked row does."""
     layer = nn.Linear(0, 3)
+    layer.bias.data[:] = [1.0, 2.0, 3.0]           # initialised to 0: bound 1/sqrt(0) taken as 0
     np.testing.assert_array_equal(layer(ta.tensor(np.ones((2, 0)))).data,
                                   np.broadcast_to(layer.bias.data, (2, 3)))
     attention = nn.MultiHeadAttention(8, 2, bias=False)
@@ -350,3 +351,15 @@ def test_a_module_names_its_parameters_by_where_they_live():
     for name, parameter in block.named_parameters():
         assert parameter.name == name
     assert block.attn.q_proj.weight.name == "attn.q_proj.weight"
+
+
+def test_a_tied_weight_keeps_its_first_name():
+    class Tied(nn.Module):
+        def __init__(self):
+            self.embed = nn.Embedding(5, 4)
+            self.head = nn.Linear(4, 5, bias=False)
+            self.head.weight = self.embed.weight        # (5, 4): the same matrix both ways
+
+    model = Tied()
+    assert model.head.weight.name == "embed.weight"
+    assert [name for name, _ in model.named_parameters()] == ["embed.weight"]

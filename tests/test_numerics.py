@@ -102,16 +102,21 @@ def test_division_gradient_for_huge_and_tiny_divisors(dtype):
     assert a.grad.dtype == b.grad.dtype == dtype
 
 
-def test_power_gradients_at_zero_are_the_limits_pytorch_takes():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_power_gradients_at_zero_are_the_limits_pytorch_takes(dtype):
     """Where the formulas give 0 * inf = NaN: x ** 0 is flat in x, and 0 ** y (y >= 0) in y."""
-    x = ta.tensor([0.0, 2.0], requires_grad=True)
-    (x ** 0).backward(np.array([3.0, 5.0]))
+    def leaf(*values):
+        return ta.tensor(np.array(values, dtype), requires_grad=True)
+
+    x = leaf(0.0, 2.0)
+    (x ** 0).backward(np.array([3.0, 5.0], dtype))
     np.testing.assert_array_equal(x.grad, [0.0, 0.0])
-    y = ta.tensor([0.0, 0.5, 2.0], requires_grad=True)
-    (0.0 ** y).backward(np.array([3.0, 5.0, 7.0]))
+    y = leaf(0.0, 0.5, 2.0)
+    (0.0 ** y).backward(np.array([3.0, 5.0, 7.0], dtype))
     np.testing.assert_array_equal(y.grad, [0.0, 0.0, 0.0])
-    base = ta.tensor([0.0, 0.0, 2.0, 3.0], requires_grad=True)
-    exponent = ta.tensor([0.0, 2.0, 0.0, 2.0], requires_grad=True)
-    (base ** exponent).backward(np.array([3.0, 5.0, 7.0, 11.0]))
-    np.testing.assert_allclose(base.grad, [0.0, 0.0, 0.0, 11.0 * 2.0 * 3.0])
-    np.testing.assert_allclose(exponent.grad, [0.0, 0.0, 7.0 * np.log(2.0), 11.0 * 9.0 * np.log(3.0)])
+    base, exponent = leaf(0.0, 0.0, 2.0, 3.0), leaf(0.0, 2.0, 0.0, 2.0)
+    (base ** exponent).backward(np.array([3.0, 5.0, 7.0, 11.0], dtype))
+    np.testing.assert_allclose(base.grad, [0.0, 0.0, 0.0, 11.0 * 2.0 * 3.0], rtol=1e-6)
+    np.testing.assert_allclose(exponent.grad,
+                               [0.0, 0.0, 7.0 * np.log(2.0), 11.0 * 9.0 * np.log(3.0)], rtol=1e-6)
+    assert {x.grad.dtype, y.grad.dtype, base.grad.dtype, exponent.grad.dtype} == {np.dtype(dtype)}

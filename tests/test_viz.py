@@ -151,7 +151,8 @@ def test_one_cluster_per_head():
     placed = placement(source.source)
     for head in ("head 0", "head 1"):
         inside = [label for _, label, clusters in placed if clusters == [head]]
-        assert sum(label.startswith(("weight", "bias")) for label in inside) == 6   # named by Linear
+        named_by_linear = [label for label in inside if label.startswith(("weight", "bias"))]
+        assert len(named_by_linear) == 6
         assert sum(label.startswith("softmax") for label in inside) == 1
         assert len(inside) == 6 + 3 * 3 + 5         # 3 x (transpose, matmul, add), attention: 5
     outside = [label for _, label, clusters in placed if not clusters]

@@ -76,10 +76,7 @@ class Tensor:
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad=False):
-        data = _numeric_array(data.data if isinstance(data, Tensor) else data)
-        if data.dtype.kind not in "biuf":
-            raise TypeError(f"tensor: data of dtype {data.dtype} is not numeric")
-        self.data = data
+        self.data = numeric_array(data.data if isinstance(data, Tensor) else data, "tensor")
         self.grad = None
         self._node = None
         self.name = None
@@ -111,7 +108,7 @@ class Tensor:
     def __iter__(self):
         """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
+            raise TypeError(f"iter: cannot iterate over a 0-d tensor (shape {self.shape})")
         return (self[i] for i in range(len(self)))
 
     def numpy(self):
@@ -187,10 +184,8 @@ class Tensor:
                                  f"{self.shape}; only one-element tensors get an implicit 1")
             seed = np.ones_like(self.data)
         else:
-            seed = np.array(grad.data if isinstance(grad, Tensor) else grad)
-            if seed.dtype.kind not in "biuf":
-                raise TypeError(f"backward: the seed gradient must be numeric, got {seed.dtype}")
-            seed = seed.astype(self.dtype, copy=False)
+            seed = numeric_array(grad.data if isinstance(grad, Tensor) else grad, "backward")
+            seed = seed.astype(self.dtype)          # a copy: the sweep may add into it
             if seed.shape != self.shape:
                 raise ValueError(f"backward: the seed gradient has shape {seed.shape} "
                                  f"but the tensor has shape {self.shape}")
@@ -318,17 +313,23 @@ class Tensor:
 
 def tensor(data, requires_grad=False, dtype=None):
     """A new tensor holding a copy of `data` (a list, scalar, array or tensor), like `np.array`."""
-    return Tensor(_numeric_array(data.data if isinstance(data, Tensor) else data, dtype, copy=True),
-                  requires_grad=requires_grad)
+    data = numeric_array(data.data if isinstance(data, Tensor) else data, "tensor", dtype)
+    return Tensor(data.copy(), requires_grad=requires_grad)
 
 
-def _numeric_array(data, dtype=None, copy=False):
-    """`data` as a NumPy array; NumPy's complaint about it (a ragged list, a bad dtype) is
-    passed on as tinyattn's own, naming `tensor`."""
+def numeric_array(data, op, dtype=None):
+    """`data` (an array, a list, a number) as a NumPy array of numbers: bool, int or float.
+
+    NumPy's complaint about it (a ragged list, strings) is passed on as a tinyattn error naming
+    `op`, the operation that received it.
+    """
     try:
-        return np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
+        array = np.asarray(data, dtype=dtype)
     except (ValueError, TypeError) as error:
-        raise type(error)(f"tensor: {error}") from None
+        raise type(error)(f"{op}: {error}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: expected numbers, got an array of dtype {array.dtype}")
+    return array
 
 
 def _data(value):
@@ -342,12 +343,8 @@ def _as_operand(value, op):
     meets: `x * 0.5` stays float32 for a float32 `x`. A NumPy scalar would not (`np.sqrt(2.0)` is a
     float64 and would upcast), so it is turned into a Python number first, as PyTorch does.
     """
-    if isinstance(value, (list, tuple)):
-        value = np.asarray(value)
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biuf":
-            raise TypeError(f"{op}: cannot use an array of dtype {value.dtype} as an operand")
-        return value
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return numeric_array(value, op)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (int, float)):
@@ -393,11 +390,11 @@ class Function:
         try:
             data = node.forward(*arrays, **params)
         except IndexError as error:
-            raise TensorIndexError(f"{cls.name}: {error}") from None
+            raise TensorIndexError(f"{cls.name}: {error}") from error
         except ValueError as error:
-            raise ValueError(f"{cls.name}: {error}") from None
+            raise ValueError(f"{cls.name}: {error}") from error
         except TypeError as error:
-            raise TypeError(f"{cls.name}: {error}") from None
+            raise TypeError(f"{cls.name}: {error}") from error
         if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
             data = np.asarray(data)
         out = Tensor.__new__(Tensor)
@@ -446,12 +443,13 @@ def unbroadcast(grad, shape):
     return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
 
 
-def _accumulate(leaf, grad):
-    """Add `grad` to `leaf.grad`, which is always an array the leaf owns, of the leaf's dtype."""
-    if leaf.grad is None:
-        leaf.grad = np.array(grad, dtype=leaf.data.dtype)
+def _accumulate(tensor, grad):
+    """Add `grad` to `tensor.grad` (a leaf's, or a retained one's), which is always an array the
+    tensor owns, of the tensor's dtype."""
+    if tensor.grad is None:
+        tensor.grad = np.array(grad, dtype=tensor.data.dtype)
     else:
-        leaf.grad += grad
+        tensor.grad += grad
 
 
 def _backward_sweep(root, seed, retain_graph):
@@ -470,7 +468,7 @@ def _backward_sweep(root, seed, retain_graph):
             raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
                                "earlier backward; pass retain_graph=True to backward twice")
         if node.output is not None:
-            node.output.grad = np.array(grad, dtype=node.output.dtype)
+            _accumulate(node.output, grad)        # a retained gradient adds up, as a leaf's
         for parent, parent_grad in zip(node.parents, node.backward(grad)):
             if parent is None:
                 continue
@@ -482,8 +480,10 @@ def _backward_sweep(root, seed, retain_graph):
                 heapq.heappush(queue, (-parent.order, parent))
             else:
                 pending[parent] = summed + parent_grad
-        if not retain_graph and node.saved is not Function.saved:   # (an op that saved
-            node.saved, node.released = None, True                   # nothing can run again)
+        # An op that saved nothing (add, reshape, ...) has nothing to release: as in PyTorch, it
+        # can take part in another backward pass.
+        if not retain_graph and node.saved is not Function.saved:
+            node.saved, node.released = None, True
 
 
 from tinyattn import ops  # noqa: E402  (the ops build on Tensor and Function, defined above)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from tinyattn import ops, rng
+from tinyattn.checks import check_number, check_tensor
 from tinyattn.engine import Tensor
 
 
@@ -32,7 +33,7 @@ def gelu(x):
 
         gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
     """
-    _check_tensor("gelu", x=x)
+    check_tensor("gelu", "x", x)
     return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
 
 
@@ -42,12 +43,12 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
 
         y = (x - mean) / sqrt(var + eps) * weight + bias,   var the biased variance (as PyTorch)
     """
-    _check_tensor("layer_norm", x=x)
-    _check_tensor("layer_norm", optional=True, weight=weight, bias=bias)
+    check_tensor("layer_norm", "x", x)
+    check_tensor("layer_norm", "weight", weight, optional=True)
+    check_tensor("layer_norm", "bias", bias, optional=True)
+    eps = check_number("layer_norm", "eps", eps, low=0)
     if x.ndim < len(axes):
         raise ValueError(f"layer_norm: inputs of shape {x.shape} have no axes {axes} to normalise")
-    if not eps >= 0:
-        raise ValueError(f"layer_norm: eps must not be negative, got {eps}")
     normalized_shape = tuple(x.shape[axis] for axis in axes)
     for name, parameter in (("weight", weight), ("bias", bias)):
         if parameter is not None and parameter.shape != normalized_shape:
@@ -64,18 +65,10 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
     return normalized
 
 
-def _check_tensor(op, optional=False, **arguments):
-    """A TypeError naming `op` for each argument that is not a Tensor (or None, if optional)."""
-    for name, value in arguments.items():
-        if not (isinstance(value, Tensor) or optional and value is None):
-            raise TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
-
-
 def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the survivors by 1 / (1 - p), so that the
     expected value is unchanged; the identity when not training or when p = 0."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+    p = check_number("dropout", "p", p, 0, 1)
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -128,15 +121,9 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     """
     scores_shape = _check_shapes(query, key, value)          # (..., L, S)
     allowed, additive = _masks(attn_mask, is_causal, scores_shape, query.dtype)
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"scaled_dot_product_attention: dropout_p must be between 0 and 1, "
-                         f"got {dropout_p}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
-    elif isinstance(scale, (int, float, np.integer, np.floating)):
-        scale = float(scale)                           # a Python float: no float32 upcast
-    else:
-        raise TypeError(f"scaled_dot_product_attention: scale must be a number, got {scale!r}")
+    dropout_p = check_number("scaled_dot_product_attention", "dropout_p", dropout_p, 0, 1)
+    scale = (1.0 / math.sqrt(query.shape[-1]) if scale is None
+             else check_number("scaled_dot_product_attention", "scale", scale))
 
     scores = (query @ key.mT) * scale                  # (..., L, S)
     if additive is not None:
@@ -170,7 +157,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _check_shapes(query, key, value):
     """The shape of the scores, (..., L, S), after checking that the three inputs fit together."""
-    _check_tensor("scaled_dot_product_attention", query=query, key=key, value=value)
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor("scaled_dot_product_attention", name, x)
     if not query.dtype == key.dtype == value.dtype:      # as PyTorch: no silent promotion
         raise TypeError(f"scaled_dot_product_attention: query, key and value must have the same "
                         f"dtype, got {query.dtype}, {key.dtype} and {value.dtype}")

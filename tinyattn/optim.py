@@ -4,17 +4,8 @@ Hyper-parameters are Python floats, so a float32 model stays float32.
 """
 import numpy as np
 
+from tinyattn.checks import check_number
 from tinyattn.engine import Tensor
-
-
-def hyperparameter(optimizer, name, value):
-    """`value` as a Python float; a TypeError unless it is a real number, a ValueError if it is
-    negative or NaN."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{optimizer}: {name} must be a number, got {value!r}")
-    if not value >= 0:
-        raise ValueError(f"{optimizer}: {name} must be a number >= 0, got {value}")
-    return float(value)
 
 
 class Optimizer:
@@ -28,7 +19,7 @@ class Optimizer:
                                 "requires grad")
         if len({id(p) for p in self.params}) != len(self.params):
             raise ValueError(f"{type(self).__name__}: a parameter appears twice in the list")
-        self.lr = hyperparameter(type(self).__name__, "lr", lr)
+        self.lr = check_number(type(self).__name__, "lr", lr, low=0)
 
     def zero_grad(self):
         for p in self.params:
@@ -43,8 +34,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
-        self.momentum = hyperparameter("SGD", "momentum", momentum)
-        self.weight_decay = hyperparameter("SGD", "weight_decay", weight_decay)
+        self.momentum = check_number("SGD", "momentum", momentum, low=0)
+        self.weight_decay = check_number("SGD", "weight_decay", weight_decay, low=0)
         self.velocity = [None] * len(self.params)
 
     def step(self):
@@ -72,12 +63,12 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.beta1, self.beta2 = (hyperparameter("Adam", name, beta)
+        self.beta1, self.beta2 = (check_number("Adam", name, beta, low=0)
                                   for name, beta in (("beta1", betas[0]), ("beta2", betas[1])))
         if not (self.beta1 < 1.0 and self.beta2 < 1.0):
             raise ValueError(f"Adam: needs 0 <= betas < 1, got betas={betas}")
-        self.eps = hyperparameter("Adam", "eps", eps)
-        self.weight_decay = hyperparameter("Adam", "weight_decay", weight_decay)
+        self.eps = check_number("Adam", "eps", eps, low=0)
+        self.weight_decay = check_number("Adam", "weight_decay", weight_decay, low=0)
         # per parameter, made at its first step (in its dtype then): the moving averages of its
         # gradient and squared gradient, and how many steps it has taken
         self.m, self.v, self.steps = {}, {}, {}

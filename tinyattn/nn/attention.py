@@ -11,7 +11,8 @@ with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, 
 """
 import tinyattn.functional as F
 from tinyattn.nn.layers import Linear
-from tinyattn.nn.module import Module, check_input, check_sizes
+from tinyattn.checks import check_int, check_number
+from tinyattn.nn.module import Module, check_input
 
 
 class MultiHeadAttention(Module):
@@ -30,22 +31,19 @@ class MultiHeadAttention(Module):
     pairs that take part, a float mask is added to the scores; it broadcasts to (B, H, L, S), so a
     (L, S) mask applies to every batch and head and a (B, 1, 1, S) mask hides padding keys. A
     per-example mask needs its head axis: (B, 1, L, S), not (B, L, S), which NumPy would line up
-    with (H, L, S). Note
-    that PyTorch's `nn.MultiheadAttention` uses the opposite convention for boolean masks (True =
-    masked).
+    with (H, L, S). Note that PyTorch's `nn.MultiheadAttention` uses the opposite convention for
+    boolean masks (True = masked).
     """
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
-        check_sizes("MultiHeadAttention", embed_dim=embed_dim, num_heads=num_heads)
-        if num_heads < 1 or embed_dim < 1:
-            raise ValueError(f"MultiHeadAttention: embed_dim and num_heads must be positive, got "
-                             f"embed_dim {embed_dim} and num_heads {num_heads}")
+        check_int("MultiHeadAttention", "embed_dim", embed_dim, low=1)
+        check_int("MultiHeadAttention", "num_heads", num_heads, low=1)
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
                              f"num_heads {num_heads}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
-        self.dropout = dropout
+        self.dropout = check_number("MultiHeadAttention", "dropout", dropout, 0, 1)
         self.scale = scale          # None: 1 / sqrt(head_dim); 1.0: unscaled (see demos)
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.k_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)

@@ -11,7 +11,8 @@ import numpy as np
 import tinyattn.functional as F
 from tinyattn import rng
 from tinyattn.engine import Tensor, TensorIndexError
-from tinyattn.nn.module import Module, Parameter, check_input, check_sizes, uniform
+from tinyattn.checks import check_int, check_number
+from tinyattn.nn.module import Module, Parameter, check_input, uniform
 
 
 def check_width(layer, x, width, dtype=None):
@@ -28,7 +29,8 @@ class Linear(Module):
     """
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
-        check_sizes("Linear", in_features=in_features, out_features=out_features)
+        check_int("Linear", "in_features", in_features, low=0)
+        check_int("Linear", "out_features", out_features, low=0)
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = uniform((out_features, in_features), bound, dtype)
@@ -48,10 +50,12 @@ class LayerNorm(Module):
     with the learned `weight` (ones at first) and `bias` (zeros)."""
 
     def __init__(self, normalized_shape, eps=1e-5, dtype=None):
-        self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
-                                 else tuple(normalized_shape))
-        check_sizes("LayerNorm", **{f"normalized_shape[{i}]": n
-                                    for i, n in enumerate(self.normalized_shape)})
+        if not isinstance(normalized_shape, (tuple, list)):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        for size in self.normalized_shape:
+            check_int("LayerNorm", "normalized_shape", size, low=0)
+        check_number("LayerNorm", "eps", eps, low=0)
         self.eps = eps
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
@@ -74,7 +78,8 @@ class Embedding(Module):
     row, summing over repeated ids."""
 
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
-        check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        check_int("Embedding", "num_embeddings", num_embeddings, low=0)
+        check_int("Embedding", "embedding_dim", embedding_dim, low=0)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
         self.weight = Parameter(table.astype(dtype or np.float64))
@@ -97,9 +102,7 @@ class Dropout(Module):
     """Zero elements with probability p while training (scaling the rest by 1/(1-p))."""
 
     def __init__(self, p=0.1):
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be between 0 and 1, got {p}")
-        self.p = p
+        self.p = check_number("Dropout", "p", p, 0, 1)
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
@@ -143,12 +146,15 @@ class PositionalEncoding(Module):
     """Adds the sinusoidal position table to a batch of embeddings (B, T, E); no parameters."""
 
     def __init__(self, embed_dim, max_len=1024):
-        check_sizes("PositionalEncoding", embed_dim=embed_dim, max_len=max_len)
+        check_int("PositionalEncoding", "embed_dim", embed_dim, low=0)
+        check_int("PositionalEncoding", "max_len", max_len, low=0)
         self.embed_dim, self.max_len = embed_dim, max_len
         self.table = sinusoidal_positions(max_len, embed_dim)
 
     def forward(self, x):
         check_width("PositionalEncoding", x, self.embed_dim)
+        if x.dtype.kind != "f":
+            raise TypeError(f"PositionalEncoding: expected floating-point inputs, got {x.dtype}")
         if x.ndim < 2:
             raise ValueError(f"PositionalEncoding: expected inputs of shape (..., T, "
                              f"{self.embed_dim}), got {x.shape}")

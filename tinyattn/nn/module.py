@@ -10,7 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from tinyattn import rng
-from tinyattn.engine import Tensor
+from tinyattn.checks import check_tensor
+from tinyattn.engine import Tensor, numeric_array
 
 
 class Parameter(Tensor):
@@ -34,11 +35,19 @@ class Module:
 
     def __setattr__(self, name, value):
         """Setting a Parameter or sub-Module (or a list of them) also names every parameter after
-        where it now lives, `q_proj.weight`, so that a drawing of the graph can label it."""
+        where it lives, `q_proj.weight`, so that a drawing of the graph can label it.
+
+        Modules are built inside out, so each enclosing module lengthens the names its children
+        gave (`weight` -> `q_proj.weight` -> `attn.q_proj.weight`); a name is never replaced by
+        one that does not end with it, so a tied weight keeps its first name. Parameters added
+        otherwise (appended to a list later) keep a short name; `draw_graph(params=model)` names
+        them from the model's point of view.
+        """
         object.__setattr__(self, name, value)
         if isinstance(value, (Parameter, Module, list, tuple)):
             for dotted_name, parameter in self.named_parameters():
-                parameter.name = dotted_name
+                if parameter.name is None or dotted_name.endswith("." + parameter.name):
+                    parameter.name = dotted_name
 
     # ---------------------------------------------------------------- the tree of modules
     def named_children(self):
@@ -106,10 +115,12 @@ class Module:
         return {name: parameter.data.copy() for name, parameter in self.named_parameters()}
 
     def load_state_dict(self, state):
-        """Copy arrays into the parameters of the same names; names, shapes and kinds (real
-        numbers) must match. Everything is checked before anything is changed."""
+        """Copy arrays into the parameters of the same names; names and shapes must match, and
+        the numbers must fit the parameters' dtype. Everything is checked (and converted) before
+        anything is changed, so a failed load leaves the module as it was."""
         if not isinstance(state, Mapping):
-            raise TypeError(f"load_state_dict: expected a dict of arrays, got {type(state).__name__}")
+            raise TypeError(f"load_state_dict: expected a dict of arrays, "
+                            f"got {type(state).__name__}")
         parameters = dict(self.named_parameters())
         missing, unexpected = parameters.keys() - state.keys(), state.keys() - parameters.keys()
         if missing or unexpected:
@@ -117,14 +128,17 @@ class Module:
                              f"unexpected {sorted(unexpected)}")
         arrays = {}
         for name, parameter in parameters.items():
-            array = np.asarray(state[name].data if isinstance(state[name], Tensor) else state[name])
-            if array.dtype.kind not in "biuf":
-                raise TypeError(f"load_state_dict: {name} must hold real numbers, the state has "
-                                f"dtype {array.dtype}")
+            value = state[name].data if isinstance(state[name], Tensor) else state[name]
+            array = numeric_array(value, f"load_state_dict: {name}")
             if array.shape != parameter.shape:
                 raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
                                  f"the state has {array.shape}")
-            arrays[name] = array
+            try:
+                with np.errstate(over="raise"):
+                    arrays[name] = array.astype(parameter.dtype)
+            except FloatingPointError:
+                raise ValueError(f"load_state_dict: {name} holds numbers too large for "
+                                 f"{parameter.dtype}") from None
         for name, parameter in parameters.items():
             parameter.data[...] = arrays[name]
 
@@ -148,21 +162,11 @@ class Module:
         return ""
 
 
-def check_sizes(layer, **sizes):
-    """Each size (a number of features, heads, embeddings...) must be an int >= 0."""
-    for name, size in sizes.items():
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
-            raise TypeError(f"{layer}: {name} must be an int, got {size!r}")
-        if size < 0:
-            raise ValueError(f"{layer}: {name} must not be negative, got {size}")
-
-
 def check_input(layer, x, dtype=None, name="input"):
     """Layers take tensors (as PyTorch's do) of their parameters' dtype: NumPy would promote a
     float32 input to a float64 layer's float64 silently. Anything else is a TypeError naming the
     layer."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{layer}: the {name} must be a Tensor, got {type(x).__name__}")
+    check_tensor(layer, name, x)
     if dtype is not None and x.dtype != dtype:
         raise TypeError(f"{layer}: the {name} has dtype {x.dtype} but the layer's parameters are "
                         f"{dtype}; convert one of them (the layer with .to(dtype))")

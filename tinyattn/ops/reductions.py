@@ -15,7 +15,8 @@ def normalize_axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
-    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, (int, np.integer)) for a in axes):
+    integers = (int, np.integer)
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, integers) for a in axes):
         raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
     for a in axes:
         if not -ndim <= a < ndim:
@@ -66,7 +67,7 @@ class Max(Function):
 
     def forward(self, a, axis=None, keepdims=False):
         self.axes, self.keepdims = normalize_axes(axis, a.ndim), keepdims
-        if any(a.shape[axis] == 0 for axis in self.axes):
+        if any(a.shape[i] == 0 for i in self.axes):
             raise ValueError(f"cannot take the max over an empty axis of a tensor of shape "
                              f"{a.shape} (axis={axis})")
         kept = a.max(axis=self.axes, keepdims=True)

@@ -79,13 +79,12 @@ class Index(Function):
     """
 
     def forward(self, a, index):
-        self.input_shape = a.shape
-        self.saved = index
+        self.input_shape, self.index = a.shape, index    # kept, like a shape: no big array
         return a[index]
 
     def backward(self, grad):
         grad_a = np.zeros(self.input_shape, dtype=grad.dtype)
-        np.add.at(grad_a, self.saved, grad)
+        np.add.at(grad_a, self.index, grad)
         return (grad_a,)
 
 

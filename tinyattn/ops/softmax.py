@@ -59,7 +59,9 @@ class LogSoftmax(Function):
 
     def forward(self, x, axis=-1):
         shifted = _shifted(x, axis)
-        with np.errstate(divide="ignore"):   # an empty row: log(0), on no entries
+        # An empty row takes log(0) of no entries: harmless. A row of only -inf (every key
+        # masked) still warns: its log-probabilities are -inf - (-inf) = NaN, as in PyTorch.
+        with np.errstate(divide="ignore"):
             out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         self.axis, self.saved = axis, out
         return out
