@@ -20,3 +20,9 @@ def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
     for got, want in zip(*results):
         assert got.dtype == want.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+def test_rounds_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
+    assert "must be at least 1, got 0" in capsys.readouterr().err

@@ -68,3 +68,40 @@ def test_inputs_are_restored():
 def test_needs_an_input_that_requires_grad():
     with pytest.raises(ValueError, match="no input requires grad"):
         ta.gradcheck(lambda a: a * 2, [ta.tensor([1.0])])
+
+
+class NaNRule(Function):
+    """out = 3a, with a backward that gives NaN."""
+
+    def forward(self, a):
+        return a * 3
+
+    def backward(self, grad):
+        return (grad * np.nan,)
+
+
+def test_a_nan_gradient_fails():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ta.GradcheckError, match=r"analytical gradient nan"):
+        ta.gradcheck(lambda a: NaNRule.apply(a), [x])
+
+
+def test_an_input_made_by_an_op_is_checked_as_a_leaf():
+    x = ta.tensor(np.random.default_rng(0).standard_normal(3), requires_grad=True)
+    assert ta.gradcheck(lambda a: a * a, [x * 1.0])
+    assert ta.gradcheck(lambda a: a.exp(), x)        # a single tensor instead of a list
+
+
+def test_inputs_are_restored_when_the_function_raises():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    calls = []
+
+    def fails_on_third_call(a):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return a * 2
+
+    with pytest.raises(RuntimeError, match="boom"):
+        ta.gradcheck(fails_on_third_call, [x])
+    np.testing.assert_array_equal(x.data, [1.0, 2.0])

@@ -258,3 +258,34 @@ def test_a_retained_gradient_adds_up_across_backward_passes():
     h.sum().backward()
     (h * 2.0).sum().backward()
     np.testing.assert_array_equal(h.grad, [3.0, 3.0])
+
+
+def test_a_backward_rule_may_return_none_for_no_gradient():
+    class Half(ops.Mul):
+        """out = a * b, whose backward sends nothing to b (as if b were a constant)."""
+
+        def backward(self, grad):
+            return super().backward(grad)[0], None
+
+    a, b = ta.tensor([1.0, 2.0], requires_grad=True), ta.tensor([3.0, 4.0], requires_grad=True)
+    Half.apply(a, b).backward(np.array([1.0, 1.0]))
+    np.testing.assert_array_equal(a.grad, [3.0, 4.0])
+    assert b.grad is None
+
+
+def test_matmul_of_a_batch_and_a_matrix_with_an_empty_axis():
+    for k, n in ((0, 4), (5, 0)):
+        a = ta.tensor(np.ones((2, 3, k)), requires_grad=True)
+        b = ta.tensor(np.ones((k, n)), requires_grad=True)
+        (a @ b).backward(np.ones((2, 3, n)))
+        assert a.grad.shape == (2, 3, k) and b.grad.shape == (k, n)
+        np.testing.assert_array_equal(a.grad, np.zeros((2, 3, k)))    # n = 0: nothing flows back
+
+
+def test_no_grad_as_a_decorator_keeps_the_function_name():
+    @ta.no_grad()
+    def evaluate(x):
+        return x * 2
+
+    assert evaluate.__name__ == "evaluate"
+    assert not evaluate(ta.tensor([1.0], requires_grad=True)).requires_grad

@@ -239,3 +239,19 @@ def test_import_tinyattn_does_not_import_viz_or_graphviz():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=ROOT)
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_drawing_keeps_nothing_alive():
+    """No reference cycle: once the output is dropped, its graph is freed at once, without
+    waiting for the garbage collector."""
+    import gc
+    import weakref
+    layer, x, out = linear_relu_sum()
+    draw_graph(out, clusters={"linear": (out, x)})
+    node = weakref.ref(out._node)
+    gc.disable()
+    try:
+        del out
+        assert node() is None
+    finally:
+        gc.enable()

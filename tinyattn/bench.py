@@ -6,6 +6,7 @@ Each benchmark runs the same computation written three ways -- with tinyattn, by
 reported is the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on
 one thread, so that the ratios compare the work done, not how it was spread over cores.
 """
+import argparse
 import os
 import statistics
 import sys
@@ -205,11 +206,18 @@ def bench_chain(rounds, torch=None):
     return ratios
 
 
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv):
-    import argparse
     parser = argparse.ArgumentParser(prog="python -m tinyattn bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
+    parser.add_argument("--rounds", type=positive_int, default=30,
+                        help="interleaved rounds (default 30)")
     args = parser.parse_args(argv)
     try:
         import torch

@@ -16,6 +16,7 @@ Two rules are applied here, once, so that no op has to repeat them:
   * `unbroadcast`: an input that NumPy broadcast gets its gradient summed back to its own shape.
   * a leaf's gradient accumulates (`+=`) across backward calls until it is cleared.
 """
+import functools
 import heapq
 import itertools
 import weakref
@@ -39,6 +40,7 @@ class no_grad:
         _grad_enabled = self.previous
 
     def __call__(self, fn):
+        @functools.wraps(fn)
         def without_grad(*args, **kwargs):
             with no_grad():
                 return fn(*args, **kwargs)
@@ -361,7 +363,8 @@ class Function:
       backward(grad) -> tuple               `grad` is dL/d(out), shaped like the output; returns
                                             dL/d(input) for each input; for an input that is a
                                             constant (`self.needs_grad(i)` is False) it may
-                                            return None instead and skip the work
+                                            return None instead and skip the work (None for any
+                                            input means no gradient flows to it, as in PyTorch)
     Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
     input's shape.
     """
@@ -470,7 +473,7 @@ def _backward_sweep(root, seed, retain_graph):
         if node.output is not None:
             _accumulate(node.output, grad)        # a retained gradient adds up, as a leaf's
         for parent, parent_grad in zip(node.parents, node.backward(grad)):
-            if parent is None:
+            if parent is None or parent_grad is None:      # a constant, or no gradient for it
                 continue
             if parent_grad.shape != parent.shape:
                 parent_grad = unbroadcast(parent_grad, parent.shape)

@@ -41,13 +41,15 @@ class Comparison(NamedTuple):
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
     """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
 
-    `fn` returns a tensor or a tuple of tensors. `directions=None` perturbs every element of inputs
-    with at most 1,000 elements and uses 10 random directions for larger ones; an int uses that many
-    random directions for every input. Returns True, or raises GradcheckError naming the input, the
-    element, and both values when |analytical - numerical| > atol + rtol * |numerical|.
+    `inputs` is a list of arguments (or a single tensor); `fn` returns a tensor or a tuple of
+    tensors. `directions=None` perturbs every element of inputs with at most 1,000 elements and uses
+    10 random directions for larger ones; an int uses that many random directions for every input.
+    Returns True, or raises GradcheckError naming the input, the element, and both values unless
+    |analytical - numerical| <= atol + rtol * |numerical| (so a NaN on either side fails).
     """
+    inputs = _as_input_list(inputs)
     for c in compare_gradients(fn, inputs, eps, directions, seed):
-        if abs(c.analytical - c.numerical) > atol + rtol * abs(c.numerical):
+        if not abs(c.analytical - c.numerical) <= atol + rtol * abs(c.numerical):
             place = (f"direction {c.where[1]}" if c.where and c.where[0] == "direction"
                      else f"element {c.where}")
             raise GradcheckError(
@@ -60,10 +62,13 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=
 
 def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
     """Every (analytical, numerical) pair gradcheck looks at, as a list of Comparison."""
-    inputs = list(inputs)
+    inputs = _as_input_list(inputs)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:
+        if not inputs[i].is_leaf:     # made by an op: checked as a leaf holding the same numbers
+            inputs[i] = Tensor(inputs[i].data, requires_grad=True)
     for i in checked:
         if inputs[i].dtype != np.float64:
             warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need "
@@ -93,6 +98,10 @@ def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
     return comparisons
 
 
+def _as_input_list(inputs):
+    return [inputs] if isinstance(inputs, Tensor) else list(inputs)
+
+
 def _as_tuple(outputs):
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
@@ -113,11 +122,14 @@ def _analytical_gradients(inputs, checked, outputs, seeds):
 
 
 def _central_difference(loss, x, where, perturbation, eps):
-    """(L(x + p) - L(x - p)) / (2 eps), with p added to x[where] in place and then taken off."""
+    """(L(x + p) - L(x - p)) / (2 eps), with p added to x[where] in place and then taken off
+    (also when the function under test raises)."""
     original = np.array(x[where])
-    x[where] = original + perturbation
-    loss_plus = loss()
-    x[where] = original - perturbation
-    loss_minus = loss()
-    x[where] = original
+    try:
+        x[where] = original + perturbation
+        loss_plus = loss()
+        x[where] = original - perturbation
+        loss_minus = loss()
+    finally:
+        x[where] = original
     return (loss_plus - loss_minus) / (2 * eps)

@@ -82,17 +82,19 @@ def draw_graph(tensor, params=None, clusters=None, title=None, rankdir="TB"):
     if title:
         graph.attr(label=title, labelloc="t")
 
-    def add_nodes(subgraph, cluster):
-        for node in graph_nodes:
-            if home.get(node) == cluster:
-                subgraph.node(ids[node], _label(node, names), **_style(node, names, tensor._node))
-        for child, (label, _, parent) in enumerate(tree):
-            if parent == cluster:
-                with subgraph.subgraph(name=f"cluster_{child}") as box:
-                    box.attr(label=label, style="rounded,dashed", color="grey40")
-                    add_nodes(box, child)
-
-    add_nodes(graph, None)
+    boxes = [graphviz.Digraph(name=f"cluster_{i}") for i in range(len(tree))]   # one per cluster
+    for box, (label, _, _) in zip(boxes, tree):
+        box.attr(label=label, style="rounded,dashed", color="grey40")
+    for node in graph_nodes:
+        box = boxes[home[node]] if node in home else graph
+        box.node(ids[node], _label(node, names), **_style(node, names, tensor._node))
+    # Nest the boxes, innermost first: graphviz copies a subgraph's text when it is added, so a box
+    # must be complete by then. An enclosing cluster always comes before the ones it contains.
+    for i in reversed(range(-1, len(tree))):
+        box = graph if i == -1 else boxes[i]
+        for child, (_, _, parent) in enumerate(tree):
+            if parent == (None if i == -1 else i):
+                box.subgraph(boxes[child])
     for node in graph_nodes:
         for parent in node.parents:
             if parent is not None:

@@ -1,4 +1,6 @@
 """Matrix multiplication, batched and broadcast as in NumPy's `@`."""
+import math
+
 import numpy as np
 
 from tinyattn.engine import Function
@@ -48,7 +50,8 @@ class Matmul(Function):
                 grad_a = grad_a[..., 0, :]
         if self.needs_grad(1):
             if b.ndim == 2 and a.ndim > 2:
-                grad_b = a.reshape(-1, a.shape[-1]).T @ grad.reshape(-1, grad.shape[-1])
+                rows = math.prod(a.shape[:-1])    # not -1: it cannot be inferred when k or n is 0
+                grad_b = a.reshape(rows, a.shape[-1]).T @ grad.reshape(rows, grad.shape[-1])
             else:
                 grad_b = a.swapaxes(-1, -2) @ grad
             if self.saved[1].ndim == 1:
