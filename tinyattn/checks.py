@@ -4,6 +4,8 @@ Each raises the error API.md asks for, naming the operation that received the ar
 TypeError for the wrong kind of argument (a string where a number belongs), a ValueError for a
 value out of range (a negative size, a probability of 1.5).
 """
+import math
+
 import numpy as np
 
 from tinyattn.engine import Tensor
@@ -30,7 +32,7 @@ def check_number(op, name, value, low=None, high=None):
     float, so that it cannot upcast a float32 array it multiplies."""
     if isinstance(value, bool) or not isinstance(value, REAL_NUMBERS):
         raise TypeError(f"{op}: {name} must be a number, got {value!r}")
-    if value != value:
+    if math.isnan(value):
         raise ValueError(f"{op}: {name} must not be NaN")
     if low is not None and value < low or high is not None and value > high:
         bounds = (f"between {low} and {high}" if low is not None and high is not None
