@@ -159,13 +159,12 @@ def _check_shapes(query, key, value):
     """The shape of the scores, (..., L, S), after checking that the three inputs fit together."""
     for name, x in (("query", query), ("key", key), ("value", value)):
         check_tensor("scaled_dot_product_attention", name, x)
-    if not query.dtype == key.dtype == value.dtype:      # as PyTorch: no silent promotion
-        raise TypeError(f"scaled_dot_product_attention: query, key and value must have the same "
-                        f"dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
-    for name, x in (("query", query), ("key", key), ("value", value)):
         if x.ndim < 2:
             raise ValueError(f"scaled_dot_product_attention: {name} needs at least 2 dimensions "
                              f"(..., length, width), got shape {x.shape}")
+    if not query.dtype == key.dtype == value.dtype:      # as PyTorch: no silent promotion
+        raise TypeError(f"scaled_dot_product_attention: query, key and value must have the same "
+                        f"dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
     shapes = f"query {query.shape}, key {key.shape}, value {value.shape}"
     if query.shape[-1] == 0:
         raise ValueError(f"scaled_dot_product_attention: queries and keys need a width E of 1 or "

@@ -90,11 +90,13 @@ def draw_graph(tensor, params=None, clusters=None, title=None, rankdir="TB"):
         box.node(ids[node], _label(node, names), **_style(node, names, tensor._node))
     # Nest the boxes, innermost first: graphviz copies a subgraph's text when it is added, so a box
     # must be complete by then. An enclosing cluster always comes before the ones it contains.
-    for i in reversed(range(-1, len(tree))):
-        box = graph if i == -1 else boxes[i]
-        for child, (_, _, parent) in enumerate(tree):
-            if parent == (None if i == -1 else i):
-                box.subgraph(boxes[child])
+    children = {i: [child for child, (_, _, parent) in enumerate(tree) if parent == i]
+                for i in [None, *range(len(tree))]}
+    for i in reversed(range(len(tree))):
+        for child in children[i]:
+            boxes[i].subgraph(boxes[child])
+    for child in children[None]:
+        graph.subgraph(boxes[child])
     for node in graph_nodes:
         for parent in node.parents:
             if parent is not None:

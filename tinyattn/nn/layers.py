@@ -55,8 +55,7 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         for size in self.normalized_shape:
             check_int("LayerNorm", "normalized_shape", size, low=0)
-        check_number("LayerNorm", "eps", eps, low=0)
-        self.eps = eps
+        self.eps = check_number("LayerNorm", "eps", eps, low=0)
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
 
