@@ -32,7 +32,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.engine import Function
-from tinyattn.gradcheck import compare_gradients
+from tinyattn.tools.gradcheck import compare_gradients
 
 SEED = 0
 EPS = 1e-6
@@ -68,11 +68,11 @@ class Sigmoid(Function):
 
     def forward(self, x):
         s = 1 / (1 + np.exp(-x))
-        self.saved = s
+        self.saved = (s,)
         return s
 
     def backward(self, grad):
-        s = self.saved
+        s, = self.saved
         return (grad * s * (1 - s),)
 
 
@@ -81,7 +81,8 @@ class WrongSigmoid(Sigmoid):
     factor (1 - s) and returns grad * s. The forward is the right one."""
 
     def backward(self, grad):
-        return (grad * self.saved,)
+        s, = self.saved
+        return (grad * s,)
 
 
 def step_one_element(random):

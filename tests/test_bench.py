@@ -3,19 +3,20 @@ measured by `python -m tinyattn bench`, never in a test)."""
 import numpy as np
 import pytest
 
-from tinyattn import bench
+from tinyattn.tools.bench import attention, overhead
+from tinyattn.tools import bench
 
 
 def test_the_hand_written_chain_matches_tinyattn():
-    inputs = bench.chain_inputs()
-    for got, want in zip(bench.chain_tinyattn(*inputs), bench.chain_numpy(*inputs)):
+    inputs = overhead.chain_inputs()
+    for got, want in zip(overhead.chain_tinyattn(*inputs), overhead.chain_numpy(*inputs)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 1e-4)])
 def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
-    inputs = bench.mha_inputs(dtype, batch=2, length=5, embed_dim=12, num_heads=3)
-    results = bench.mha_tinyattn(*inputs), bench.mha_numpy(*inputs)
+    inputs = attention.mha_inputs(dtype, batch=2, length=5, embed_dim=12, num_heads=3)
+    results = attention.mha_tinyattn(*inputs), attention.mha_numpy(*inputs)
     assert len(results[0]) == len(results[1]) == 2 + 8       # output, dL/dx, 8 parameter grads
     for got, want in zip(*results):
         assert got.dtype == want.dtype == dtype

@@ -10,11 +10,12 @@ class WrongSquare(Function):
     """x^2 with a deliberately wrong backward: 3x instead of 2x."""
 
     def forward(self, x):
-        self.saved = x
+        self.saved = (x,)
         return x * x
 
     def backward(self, grad):
-        return (grad * 3 * self.saved,)
+        x, = self.saved
+        return (grad * 3 * x,)
 
 
 class ForgetfulSum(Function):

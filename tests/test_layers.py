@@ -8,7 +8,9 @@ import pytest
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn import check
+from tinyattn.tools import checklist as check
+from tinyattn.tools.checklist.cases import LayerCase
+from tinyattn.tools.checklist.layers import MASK, ROW_FULLY_MASKED
 
 
 @pytest.mark.parametrize("case", check.LAYER_CASES, ids=[c.name for c in check.LAYER_CASES])
@@ -30,7 +32,7 @@ def test_check_command_fails_on_a_wrong_gradient(monkeypatch, capsys):
         x = ta.tensor(np.linspace(-2, 2, 6), requires_grad=True)
         # right forward value, but the gradient of a detached factor is lost
         return (lambda x: x * F.gelu(x).detach() / x.detach()), [x]
-    monkeypatch.setattr(check, "LAYER_CASES", [check.LayerCase("broken", gelu_with_a_wrong_gradient)])
+    monkeypatch.setattr(check, "LAYER_CASES", [LayerCase("broken", gelu_with_a_wrong_gradient)])
     assert check.main(["-k", "broken"]) == 1
     assert "FAIL" in capsys.readouterr().out
 
@@ -58,8 +60,8 @@ def arrays(*shapes, seed=0):
 
 
 @pytest.mark.parametrize("mask, causal, scale", [
-    (None, False, None), (None, True, None), (None, False, 1.0), (check.MASK, False, 0.3),
-    (check.MASK, True, None)])
+    (None, False, None), (None, True, None), (None, False, 1.0), (MASK, False, 0.3),
+    (MASK, True, None)])
 def test_sdpa_matches_numpy(mask, causal, scale):
     q, k, v = arrays((2, 3, 4), (2, 5, 4), (2, 5, 6))
     allowed = mask
@@ -92,7 +94,7 @@ def test_sdpa_broadcasts_leading_axes():
 
 def test_fully_masked_query_row_gives_zeros_and_zero_gradients_not_nan():
     q, k, v = (ta.tensor(a, requires_grad=True) for a in arrays((2, 3, 4), (2, 5, 4), (2, 5, 6)))
-    out, weights = F.attention(q, k, v, attn_mask=check.ROW_FULLY_MASKED)
+    out, weights = F.attention(q, k, v, attn_mask=ROW_FULLY_MASKED)
     assert np.all(weights.data[:, 1] == 0) and np.all(out.data[:, 1] == 0)
     np.testing.assert_allclose(weights.data[:, [0, 2]].sum(axis=-1), 1.0)
     out.backward(np.ones(out.shape))
@@ -105,7 +107,7 @@ def test_fully_masked_query_row_gives_zeros_and_zero_gradients_not_nan():
 def test_float32_attention_stays_float32():
     q, k, v = (ta.tensor(a.astype(np.float32), requires_grad=True)
                for a in arrays((2, 3, 4), (2, 5, 4), (2, 5, 6)))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=check.MASK, is_causal=True)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=MASK, is_causal=True)
     assert out.dtype == np.float32
     out.backward(np.ones(out.shape, np.float32))
     assert q.grad.dtype == k.grad.dtype == v.grad.dtype == np.float32

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
-from tinyattn.check import ATOL, OP_CASES, RTOL, op_inputs
+from tinyattn.tools.checklist import ATOL, OP_CASES, RTOL
+from tinyattn.tools.checklist.cases import op_inputs
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])

@@ -1,9 +1,23 @@
-"""tinyattn: a reverse-mode autograd engine over NumPy, and attention built on it."""
-from tinyattn.engine import (Tensor, TensorIndexError, tensor, no_grad, retain_grads)
+"""tinyattn: a reverse-mode autograd engine over NumPy, and attention built on it.
+
+    engine.py, ops/      the core: the Tensor, the graph, the backward sweep, one class per op
+    functional/, nn/,    built on the core: attention and the layers of a transformer, the
+    optim.py             optimizers (arguments.py: how they check what they are given)
+    tools/               around it: gradient checks, the command line, benchmarks, drawing
+"""
+from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
-from tinyattn.gradcheck import gradcheck, GradcheckError
 from tinyattn.rng import manual_seed
-from tinyattn import functional, nn, optim  # noqa: F401  (ta.nn, ta.optim, ta.functional)
+from tinyattn.tools.gradcheck import gradcheck, GradcheckError
+from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 
 __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
            "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed"]
+
+
+def __getattr__(name):
+    """`ta.viz` on first use: drawing needs the graphviz package, the rest of tinyattn NumPy only."""
+    if name == "viz":
+        import tinyattn.viz
+        return tinyattn.viz
+    raise AttributeError(f"module 'tinyattn' has no attribute {name!r}")

@@ -1,19 +1,24 @@
-"""The Tensor, the graph it records, and the backward sweep.
+"""The engine: the graph an op leaves behind, the backward sweep over it, and the Tensor.
 
-A `Tensor` wraps a NumPy array (`.data`). A tensor that requires a gradient has a *node* (`_node`):
+Read this file top to bottom:
 
-    a tensor made by an op    -> the op's `Function` instance, which keeps what its backward rule
-                                 needs (`saved`) and the nodes of the op's inputs (`parents`)
-    a leaf made by the user   -> a `Leaf`, where gradients end: they are added to the tensor's `.grad`
-    a constant                -> no node (None): no gradient is computed for it at all
+  1. `Function`  one application of an op: a node of the graph. It keeps what its backward rule
+                 needs (`saved`) and the nodes of its inputs (`parents`).
+  2. `Leaf`      the node of a tensor the user made with requires_grad=True: gradients end there.
+  3. `unbroadcast` and the backward sweep: gradients flow from the output back to the leaves.
+  4. `Tensor`    a NumPy array (`.data`) with a node (`_node`): a `Function` if an op made it, a
+                 `Leaf` if the user asked for its gradient, None for a constant. Its operators
+                 (`a + b`, `a @ b`, ...) call the op classes in `tinyattn/ops/`.
 
-`Tensor.backward()` walks the nodes from the output back to the leaves. It visits them newest first:
-a node is always created after its inputs, so by the time it is visited every op that used its output
-has already sent it a gradient, and those gradients have been summed. That ordering needs no
-recursion, so a chain of 100,000 ops backpropagates as easily as a chain of three.
+The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
+ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every
+op's class is looked up when the operator runs, never earlier.
 
-Two rules are applied here, once, so that no op has to repeat them:
-  * `unbroadcast`: an input that NumPy broadcast gets its gradient summed back to its own shape.
+The sweep visits nodes newest first. A node is always created after its inputs, so by the time it
+is visited every op that used its output has already sent it a gradient, and those gradients have
+been summed. That order needs no recursion, so a chain of 100,000 ops backpropagates as easily as a
+chain of three. Two rules are applied in the sweep, once, so that no op has to repeat them:
+  * `unbroadcast`: an input that NumPy broadcast gets its gradient summed back to its own shape;
   * a leaf's gradient accumulates (`+=`) across backward calls until it is cleared.
 """
 import functools
@@ -23,54 +28,177 @@ import weakref
 
 import numpy as np
 
-_grad_enabled = True     # switched off by `no_grad()`
-_retain_grads = False    # switched on by `retain_grads()`
+# Two switches, each flipped for the length of a `with` block by the context managers at the end.
+_grad_enabled = True     # False under `no_grad()`: ops record no graph
+_retain_grads = False    # True under `retain_grads()`: every op output keeps its .grad
 _node_counter = itertools.count()
 
 
-class no_grad:
-    """Context manager (and decorator) under which no graph is recorded: ops return constants."""
+# ------------------------------------------------------------------------------------------------
+# 1. Function: one op applied to its inputs
 
-    def __enter__(self):
-        global _grad_enabled
-        self.previous, _grad_enabled = _grad_enabled, False
+class Function:
+    """A node of the graph: one application of an op.
 
-    def __exit__(self, *exc_info):
-        global _grad_enabled
-        _grad_enabled = self.previous
+    An op subclasses Function and writes two methods:
 
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def without_grad(*args, **kwargs):
-            with no_grad():
-                return fn(*args, **kwargs)
-        return without_grad
+      forward(*arrays, **params) -> array
+          computes the output with NumPy, and puts in `self.saved` (a tuple) everything its
+          backward needs: arrays, and small facts such as an input's shape or the summed axes.
+      backward(grad) -> tuple
+          `grad` is dL/d(out), shaped like the output; returns dL/d(input) for each input. For an
+          input that is a constant (`self.needs_grad(i)` is False) it may return None and skip the
+          work; None for any input means that no gradient flows to it.
 
+    An op may also write `check(*arrays, **params)`, which raises a clear error on bad input before
+    forward runs, so that forward and backward hold only the math.
 
-class retain_grads:
-    """Context manager: every tensor an op creates inside it keeps `.grad` after backward.
-
-    Normally only leaves keep their gradient (as in PyTorch). Inside this block each op output
-    behaves as if `retain_grad()` had been called on it, which lets `tinyattn.viz.draw_graph` show
-    the gradient norm of every op.
+    Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
+    input's shape. After backward the sweep drops `saved`, which frees the arrays in it. An op
+    that saves only small facts (`saves_arrays = False`: reshape, sum, a basic index such as `[0]`)
+    keeps them, so it can take part in another backward pass, as in PyTorch.
     """
 
-    def __enter__(self):
-        global _retain_grads
-        self.previous, _retain_grads = _retain_grads, True
+    saved = ()           # what forward kept for backward
+    saves_arrays = True  # False for an op whose `saved` holds only shapes, axes and such
+    released = False     # True once a backward pass has dropped `saved`
+    check = None         # an op may define check(*arrays, **params): it raises on bad input
+    output = None     # the output tensor, only when it retains its gradient
 
-    def __exit__(self, *exc_info):
-        global _retain_grads
-        _retain_grads = self.previous
+    def __init_subclass__(cls):
+        # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
+        cls.name = "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        """Run the op on `inputs` (tensors, numbers or arrays); if any of them requires grad, the
+        output gets this node. NumPy's complaints (shapes that do not broadcast, an index out of
+        range) come back as tinyattn errors naming the op."""
+        node = cls()
+        arrays, parents = [], []
+        for x in inputs:
+            if isinstance(x, Tensor):
+                arrays.append(x.data)
+                parents.append(x._node)            # None for a tensor that needs no gradient
+            else:
+                arrays.append(_as_operand(x, cls.name))   # a number or an array: a constant
+                parents.append(None)
+        try:
+            if cls.check is not None:
+                node.check(*arrays, **params)
+            data = node.forward(*arrays, **params)
+        except IndexError as error:
+            raise TensorIndexError(f"{cls.name}: {error}") from error
+        except (ValueError, TypeError) as error:
+            raise type(error)(f"{cls.name}: {error}") from error
+        if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
+            data = np.asarray(data)
+        out = Tensor.__new__(Tensor)
+        out.data, out.grad, out.name, out._node = data, None, None, None
+        if _grad_enabled and any(parents):   # some input requires grad (has a node)
+            node.parents = parents
+            node.shape = data.shape
+            node.order = next(_node_counter)
+            out._node = node
+            if _retain_grads:
+                node.output = out
+        return out
+
+    def needs_grad(self, i):
+        """Whether input i wants a gradient (False for a constant)."""
+        return self.parents[i] is not None
 
 
-class TensorIndexError(IndexError, ValueError):
-    """An index out of range: an IndexError as in NumPy and PyTorch, and a ValueError like every
-    other bad input to tinyattn."""
 
+# ------------------------------------------------------------------------------------------------
+# 2. Leaf: where gradients end
+
+class Leaf:
+    """The node of a tensor the user created with requires_grad=True: gradients end here.
+
+    It refers to its tensor weakly: a tensor nobody holds any more needs no gradient.
+    """
+
+    name = "leaf"
+    parents = ()
+
+    def __init__(self, tensor):
+        self.tensor = weakref.ref(tensor)
+        self.shape = tensor.shape
+        self.order = next(_node_counter)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. The backward sweep
+
+def unbroadcast(grad, shape):
+    """Sum `grad` over the axes that broadcasting added or stretched, so that it has `shape`.
+
+    If `a` of shape (3, 1) was broadcast against (2, 3, 4), each element of `a` was used 2 * 4
+    times, and its gradient is the sum of those 8 uses: sum over the added axis 0 and the stretched
+    axis 2. (README, "Why un-broadcasting sums".)
+    """
+    added = grad.ndim - len(shape)
+    if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
+        raise RuntimeError(f"backward produced a gradient of shape {grad.shape} "
+                           f"for an input of shape {shape}")
+    stretched = tuple(added + i for i, n in enumerate(shape) if n == 1 and grad.shape[added + i] != 1)
+    return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
+
+
+def backward_sweep(root, seed, retain_graph=False):
+    """Send gradients from node `root` (whose output gets `seed`) back to every leaf."""
+    pending = {root: seed}               # node -> dL/d(its output), summed over its users so far
+    queue = [(-root.order, root)]        # a heap: the newest node comes out first
+    while queue:
+        node = heapq.heappop(queue)[1]
+        grad = pending.pop(node)
+        if type(node) is Leaf:
+            leaf = node.tensor()
+            if leaf is not None:
+                _accumulate(leaf, grad)
+            continue
+        if node.released:
+            raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
+                               "earlier backward; pass retain_graph=True to backward twice")
+        if node.output is not None:
+            _accumulate(node.output, grad)        # a retained gradient adds up, as a leaf's
+        for parent, parent_grad in zip(node.parents, node.backward(grad)):
+            if parent is None or parent_grad is None:      # a constant, or no gradient for it
+                continue
+            if parent_grad.shape != parent.shape:
+                parent_grad = unbroadcast(parent_grad, parent.shape)
+            summed = pending.get(parent)
+            if summed is None:                   # the first gradient to reach this parent
+                pending[parent] = parent_grad
+                heapq.heappush(queue, (-parent.order, parent))
+            else:
+                pending[parent] = summed + parent_grad
+        if node.saved and node.saves_arrays and not retain_graph:
+            node.saved, node.released = None, True
+
+
+def _accumulate(tensor, grad):
+    """Add `grad` to `tensor.grad` (a leaf's, or a retained one's), which is always an array the
+    tensor owns, of the tensor's dtype."""
+    if tensor.grad is None:
+        tensor.grad = np.array(grad, dtype=tensor.data.dtype)
+    else:
+        tensor.grad += grad
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. The Tensor
 
 class Tensor:
-    """An n-dimensional array with reverse-mode automatic differentiation."""
+    """An n-dimensional array with reverse-mode automatic differentiation.
+
+    `.data` is the NumPy array itself. Ops read it when they run and some save it for backward
+    (`a * b` keeps `a` and `b`), so changing it in place between a forward pass and its backward,
+    as in `b = a * a; a.data[0] = 10; b.backward(...)`, gives a gradient computed from the new
+    numbers, silently. (PyTorch counts in-place changes to catch this; tinyattn does not.) Change
+    `.data` only between steps, as the optimizers do.
+    """
 
     __slots__ = ("data", "grad", "_node", "name", "__weakref__")
     # NumPy would otherwise turn `ndarray * tensor` into an ndarray and lose the graph; with this
@@ -78,7 +206,7 @@ class Tensor:
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad=False):
-        self.data = numeric_array(data.data if isinstance(data, Tensor) else data, "tensor")
+        self.data = numeric_array(data_of(data), "tensor")
         self.grad = None
         self._node = None
         self.name = None
@@ -98,65 +226,30 @@ class Tensor:
                             f"{self.data.dtype}")
         self._node = Leaf(self) if requires_grad else None
 
-    # ---------------------------------------------------------------- array attributes
-    shape = property(lambda self: self.data.shape)
-    ndim = property(lambda self: self.data.ndim)
-    dtype = property(lambda self: self.data.dtype)
-    size = property(lambda self: self.data.size)
-
-    def __len__(self):
-        return len(self.data)
-
-    def __iter__(self):
-        """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
-        if self.ndim == 0:
-            raise TypeError(f"iter: cannot iterate over a 0-d tensor (shape {self.shape})")
-        return (self[i] for i in range(len(self)))
-
-    def numpy(self):
-        """The data itself (a view: writing to it changes the tensor)."""
-        return self.data
-
-    def item(self):
-        return self.data.item()
-
-    def __array__(self, dtype=None, copy=None):
-        if copy:
-            return np.array(self.data, dtype=dtype)
-        return self.data if dtype is None else self.data.astype(dtype, copy=False)
-
-    def __bool__(self):
-        return bool(self.data)
-
-    def __float__(self):
-        return float(self.data)
-
-    def __repr__(self):
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = ""
-        if self.data.dtype != np.float64 and self.data.dtype.kind == "f":
-            extra += f", dtype={self.data.dtype}"
-        if not self.is_leaf:
-            extra += f", grad_fn=<{self._node.name}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
-
-    # ---------------------------------------------------------------- the graph
     @property
     def is_leaf(self):
         """True for tensors not made by an op: constants, and tensors the user asked gradients for."""
         return self._node is None or isinstance(self._node, Leaf)
 
-    def __reduce__(self):
-        """Pickling and copy.deepcopy: a leaf is rebuilt as a fresh leaf with copies of its data
-        and grad (the graph's weak references cannot be copied); a tensor made by an op refuses,
-        as in PyTorch."""
-        if not self.is_leaf:
-            raise RuntimeError("only leaf tensors (made by the user, not by an op) can be copied "
-                               "or pickled; detach() it first")
-        return type(self), (self.data, self.requires_grad), (None, {"grad": self.grad,
-                                                                    "name": self.name})
+    def backward(self, grad=None, retain_graph=False):
+        """Compute d(self)/d(leaf), weighted by `grad`, and add it to every leaf's `.grad`.
+
+        `grad` is dL/d(self), the seed of the sweep; it may be omitted only when self has one
+        element (then it is 1). Afterwards the arrays saved for backward are released, unless
+        `retain_graph=True`; the graph's structure stays, so it can still be drawn.
+        """
+        if not self.requires_grad:
+            raise ValueError(f"backward: this tensor of shape {self.shape} does not require grad "
+                             "(no input of the ops that made it requires grad)")
+        if grad is None and self.size != 1:
+            raise ValueError(f"backward: a seed gradient is needed for a tensor of shape "
+                             f"{self.shape}; only one-element tensors get an implicit 1")
+        seed = np.ones_like(self.data) if grad is None else \
+            numeric_array(data_of(grad), "backward").astype(self.dtype)   # a copy: the sweep adds
+        if seed.shape != self.shape:
+            raise ValueError(f"backward: the seed gradient has shape {seed.shape} "
+                             f"but the tensor has shape {self.shape}")
+        backward_sweep(self._node, seed, retain_graph)
 
     def detach(self):
         """A constant sharing this tensor's data, cut from the graph."""
@@ -170,30 +263,7 @@ class Tensor:
     def zero_grad(self):
         self.grad = None
 
-    def backward(self, grad=None, retain_graph=False):
-        """Compute d(self)/d(leaf), weighted by `grad`, and add it to every leaf's `.grad`.
-
-        `grad` is dL/d(self), the seed of the sweep; it may be omitted only when self has one
-        element (then it is 1). Afterwards the arrays saved for backward are released, unless
-        `retain_graph=True`; the graph's structure stays, so it can still be drawn.
-        """
-        if not self.requires_grad:
-            raise ValueError(f"backward: this tensor of shape {self.shape} does not require grad "
-                             "(no input of the ops that made it requires grad)")
-        if grad is None:
-            if self.size != 1:
-                raise ValueError(f"backward: a seed gradient is needed for a tensor of shape "
-                                 f"{self.shape}; only one-element tensors get an implicit 1")
-            seed = np.ones_like(self.data)
-        else:
-            seed = numeric_array(grad.data if isinstance(grad, Tensor) else grad, "backward")
-            seed = seed.astype(self.dtype)          # a copy: the sweep may add into it
-            if seed.shape != self.shape:
-                raise ValueError(f"backward: the seed gradient has shape {seed.shape} "
-                                 f"but the tensor has shape {self.shape}")
-        _backward_sweep(self._node, seed, retain_graph)
-
-    # ---------------------------------------------------------------- operators
+    # ---------------------------------------------------------------- arithmetic: the ops
     def __add__(self, other):
         return ops.Add.apply(self, other)
 
@@ -233,29 +303,6 @@ class Tensor:
     def __neg__(self):
         return ops.Neg.apply(self)
 
-    # Comparisons are elementwise, as in NumPy, and give boolean constants (for masks and
-    # `ta.where`; no gradient flows through a comparison). Tensors stay hashable by identity.
-    __hash__ = object.__hash__
-
-    def __eq__(self, other):
-        return Tensor(self.data == _data(other))
-
-    def __ne__(self, other):
-        return Tensor(self.data != _data(other))
-
-    def __lt__(self, other):
-        return Tensor(self.data < _data(other))
-
-    def __le__(self, other):
-        return Tensor(self.data <= _data(other))
-
-    def __gt__(self, other):
-        return Tensor(self.data > _data(other))
-
-    def __ge__(self, other):
-        return Tensor(self.data >= _data(other))
-
-    # ---------------------------------------------------------------- elementwise functions
     def exp(self):
         return ops.Exp.apply(self)
 
@@ -271,7 +318,6 @@ class Tensor:
     def relu(self):
         return ops.Relu.apply(self)
 
-    # ---------------------------------------------------------------- reductions
     def sum(self, axis=None, keepdims=False):
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
@@ -284,15 +330,11 @@ class Tensor:
     # ---------------------------------------------------------------- shapes and indexing
     def reshape(self, *shape):
         """A tensor of the given shape holding the same elements; one size may be -1 (inferred)."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = shape[0]
-        return ops.Reshape.apply(self, shape=shape)
+        return ops.Reshape.apply(self, shape=ops.unpacked(shape))
 
     def transpose(self, *axes):
         """The axes permuted (out.shape[i] = self.shape[axes[i]]); no axes: all axes reversed."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = axes[0]
-        return ops.Transpose.apply(self, axes=axes or tuple(reversed(range(self.ndim))))
+        return ops.Transpose.apply(self, axes=ops.unpacked(axes) or tuple(reversed(range(self.ndim))))
 
     def swapaxes(self, axis1, axis2):
         return ops.Transpose.apply(self, axes=ops.swapped_axes(self.ndim, axis1, axis2, "swapaxes"))
@@ -312,11 +354,98 @@ class Tensor:
     def __getitem__(self, index):
         return ops.Index.apply(self, index=ops.as_index(index))
 
+    # ---------------------------------------------------------------- the array's attributes
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+
+    def numpy(self):
+        """The data itself (a view: writing to it changes the tensor)."""
+        return self.data
+
+    def item(self):
+        return self.data.item()
+
+    # ---------------------------------------------------------------- Python and NumPy protocols
+    def __len__(self):
+        return len(self.data)
+
+    def __iter__(self):
+        """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
+        if self.ndim == 0:
+            raise TypeError(f"iter: cannot iterate over a 0-d tensor (shape {self.shape})")
+        return (self[i] for i in range(len(self)))
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.data, dtype=dtype)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.data)
+
+    # Comparisons are elementwise, as in NumPy, and give boolean constants (for masks and
+    # `ta.where`; no gradient flows through a comparison). Tensors stay hashable by identity.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return Tensor(self.data == data_of(other))
+
+    def __ne__(self, other):
+        return Tensor(self.data != data_of(other))
+
+    def __lt__(self, other):
+        return Tensor(self.data < data_of(other))
+
+    def __le__(self, other):
+        return Tensor(self.data <= data_of(other))
+
+    def __gt__(self, other):
+        return Tensor(self.data > data_of(other))
+
+    def __ge__(self, other):
+        return Tensor(self.data >= data_of(other))
+
+    def __reduce__(self):
+        """Pickling and copy.deepcopy: a leaf is rebuilt as a fresh leaf with copies of its data
+        and grad (the graph's weak references cannot be copied); a tensor made by an op refuses,
+        as in PyTorch."""
+        if not self.is_leaf:
+            raise RuntimeError("only leaf tensors (made by the user, not by an op) can be copied "
+                               "or pickled; detach() it first")
+        return type(self), (self.data, self.requires_grad), (None, {"grad": self.grad,
+                                                                    "name": self.name})
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype != np.float64 and self.data.dtype.kind == "f":
+            extra += f", dtype={self.data.dtype}"
+        if not self.is_leaf:
+            extra += f", grad_fn=<{self._node.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
 
 def tensor(data, requires_grad=False, dtype=None):
     """A new tensor holding a copy of `data` (a list, scalar, array or tensor), like `np.array`."""
-    data = numeric_array(data.data if isinstance(data, Tensor) else data, "tensor", dtype)
+    data = numeric_array(data_of(data), "tensor", dtype)
     return Tensor(data.copy(), requires_grad=requires_grad)
+
+
+class TensorIndexError(IndexError, ValueError):
+    """An index out of range: an IndexError as in NumPy and PyTorch, and a ValueError like every
+    other bad input to tinyattn."""
+
+
+def data_of(value):
+    """The NumPy array behind a tensor; any other value as it is."""
+    return value.data if isinstance(value, Tensor) else value
 
 
 def numeric_array(data, op, dtype=None):
@@ -332,10 +461,6 @@ def numeric_array(data, op, dtype=None):
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{op}: expected numbers, got an array of dtype {array.dtype}")
     return array
-
-
-def _data(value):
-    return value.data if isinstance(value, Tensor) else value
 
 
 def _as_operand(value, op):
@@ -354,139 +479,45 @@ def _as_operand(value, op):
     raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
 
 
-class Function:
-    """A node of the graph: one application of an op.
+# ------------------------------------------------------------------------------------------------
+# The two switches
 
-    An op subclasses Function and writes two methods:
-      forward(*arrays, **params) -> array   computes the output with NumPy; stores in `self.saved`
-                                            what backward needs
-      backward(grad) -> tuple               `grad` is dL/d(out), shaped like the output; returns
-                                            dL/d(input) for each input; for an input that is a
-                                            constant (`self.needs_grad(i)` is False) it may
-                                            return None instead and skip the work (None for any
-                                            input means no gradient flows to it, as in PyTorch)
-    Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
-    input's shape.
+class _Switch:
+    """Sets one of this module's switches for the length of a `with` block (or of a call, used as
+    a decorator), then puts back what was there before."""
+
+    switch, value = None, None
+
+    def __enter__(self):
+        self.previous = globals()[self.switch]
+        globals()[self.switch] = self.value
+
+    def __exit__(self, *exc_info):
+        globals()[self.switch] = self.previous
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def switched(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+        return switched
+
+
+class no_grad(_Switch):
+    """Context manager (and decorator) under which no graph is recorded: ops return constants."""
+
+    switch, value = "_grad_enabled", False
+
+
+class retain_grads(_Switch):
+    """Context manager: every tensor an op creates inside it keeps `.grad` after backward.
+
+    Normally only leaves keep their gradient (as in PyTorch). Inside this block each op output
+    behaves as if `retain_grad()` had been called on it, which lets `tinyattn.viz.draw_graph` show
+    the gradient norm of every op.
     """
 
-    saved = ()        # what forward kept for backward (dropped when backward releases the node)
-    released = False  # True once a backward pass has dropped `saved`
-    output = None     # the output tensor, only when it retains its gradient
-
-    def __init_subclass__(cls):
-        # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
-        cls.name = "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
-
-    @classmethod
-    def apply(cls, *inputs, **params):
-        """Run the op on `inputs` (tensors, numbers or arrays); if any of them requires grad, the
-        output gets a node."""
-        node = cls()
-        arrays, parents = [], []
-        for x in inputs:
-            if isinstance(x, Tensor):
-                arrays.append(x.data)
-                parents.append(x._node)            # None for a tensor that needs no gradient
-            else:
-                arrays.append(_as_operand(x, cls.name))   # a number or an array: a constant
-                parents.append(None)
-        try:
-            data = node.forward(*arrays, **params)
-        except IndexError as error:
-            raise TensorIndexError(f"{cls.name}: {error}") from error
-        except ValueError as error:
-            raise ValueError(f"{cls.name}: {error}") from error
-        except TypeError as error:
-            raise TypeError(f"{cls.name}: {error}") from error
-        if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
-            data = np.asarray(data)
-        out = Tensor.__new__(Tensor)
-        out.data, out.grad, out.name, out._node = data, None, None, None
-        if _grad_enabled and any(parents):   # some input requires grad (has a node)
-            node.parents = parents
-            node.shape = data.shape
-            node.order = next(_node_counter)
-            out._node = node
-            if _retain_grads:
-                node.output = out
-        return out
-
-    def needs_grad(self, i):
-        """Whether input i wants a gradient (False for a constant)."""
-        return self.parents[i] is not None
+    switch, value = "_retain_grads", True
 
 
-class Leaf:
-    """The node of a tensor the user created with requires_grad=True: gradients end here.
-
-    It refers to its tensor weakly: a tensor nobody holds any more needs no gradient.
-    """
-
-    name = "leaf"
-    parents = ()
-
-    def __init__(self, tensor):
-        self.tensor = weakref.ref(tensor)
-        self.shape = tensor.shape
-        self.order = next(_node_counter)
-
-
-def unbroadcast(grad, shape):
-    """Sum `grad` over the axes that broadcasting added or stretched, so that it has `shape`.
-
-    If `a` of shape (3, 1) was broadcast against (2, 3, 4), each element of `a` was used 2 * 4
-    times, and its gradient is the sum of those 8 uses: sum over the added axis 0 and the stretched
-    axis 2. (README, "Why un-broadcasting sums".)
-    """
-    added = grad.ndim - len(shape)
-    if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
-        raise RuntimeError(f"backward produced a gradient of shape {grad.shape} "
-                           f"for an input of shape {shape}")
-    stretched = tuple(added + i for i, n in enumerate(shape) if n == 1 and grad.shape[added + i] != 1)
-    return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
-
-
-def _accumulate(tensor, grad):
-    """Add `grad` to `tensor.grad` (a leaf's, or a retained one's), which is always an array the
-    tensor owns, of the tensor's dtype."""
-    if tensor.grad is None:
-        tensor.grad = np.array(grad, dtype=tensor.data.dtype)
-    else:
-        tensor.grad += grad
-
-
-def _backward_sweep(root, seed, retain_graph):
-    """Send gradients from node `root` (whose output gets `seed`) back to every leaf."""
-    pending = {root: seed}               # node -> dL/d(its output), summed over its users so far
-    queue = [(-root.order, root)]        # a heap: the newest node comes out first
-    while queue:
-        node = heapq.heappop(queue)[1]
-        grad = pending.pop(node)
-        if type(node) is Leaf:
-            leaf = node.tensor()
-            if leaf is not None:
-                _accumulate(leaf, grad)
-            continue
-        if node.released:
-            raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
-                               "earlier backward; pass retain_graph=True to backward twice")
-        if node.output is not None:
-            _accumulate(node.output, grad)        # a retained gradient adds up, as a leaf's
-        for parent, parent_grad in zip(node.parents, node.backward(grad)):
-            if parent is None or parent_grad is None:      # a constant, or no gradient for it
-                continue
-            if parent_grad.shape != parent.shape:
-                parent_grad = unbroadcast(parent_grad, parent.shape)
-            summed = pending.get(parent)
-            if summed is None:                   # the first gradient to reach this parent
-                pending[parent] = parent_grad
-                heapq.heappush(queue, (-parent.order, parent))
-            else:
-                pending[parent] = summed + parent_grad
-        # An op that saved nothing (add, reshape, ...) has nothing to release: as in PyTorch, it
-        # can take part in another backward pass.
-        if not retain_graph and node.saved is not Function.saved:
-            node.saved, node.released = None, True
-
-
-from tinyattn import ops  # noqa: E402  (the ops build on Tensor and Function, defined above)
+from tinyattn import ops  # noqa: E402  (the one cycle: see the top of this file)

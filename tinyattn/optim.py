@@ -4,7 +4,7 @@ Hyper-parameters are Python floats, so a float32 model stays float32.
 """
 import numpy as np
 
-from tinyattn.checks import check_number
+from tinyattn.arguments import check_number
 from tinyattn.engine import Tensor
 
 

@@ -11,8 +11,8 @@ with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, 
 """
 import tinyattn.functional as F
 from tinyattn.nn.layers import Linear
-from tinyattn.checks import check_int, check_number
-from tinyattn.nn.module import Module, check_input
+from tinyattn.arguments import check_ints, check_number, check_shapes
+from tinyattn.nn.module import Module
 
 
 class MultiHeadAttention(Module):
@@ -36,8 +36,7 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
-        check_int("MultiHeadAttention", "embed_dim", embed_dim, low=1)
-        check_int("MultiHeadAttention", "num_heads", num_heads, low=1)
+        check_ints("MultiHeadAttention", low=1, embed_dim=embed_dim, num_heads=num_heads)
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
                              f"num_heads {num_heads}")
@@ -53,8 +52,11 @@ class MultiHeadAttention(Module):
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False):
         key = query if key is None else key
         value = key if value is None else value
-        B, L, S = self._check_inputs(query, key, value)
-        H, D, E = self.num_heads, self.head_dim, self.embed_dim
+        E = self.embed_dim
+        check_shapes("MultiHeadAttention", dtype=self.q_proj.weight.dtype,
+                     query=(query, f"B L {E}"), key=(key, f"B S {E}"), value=(value, f"B S {E}"))
+        (B, L, _), S = query.shape, key.shape[1]
+        H, D = self.num_heads, self.head_dim
 
         # 1. project
         q = self.q_proj(query)                                  # (B, L, E)
@@ -72,20 +74,6 @@ class MultiHeadAttention(Module):
         merged = heads.transpose(0, 2, 1, 3).reshape(B, L, E)   # (B, L, H, D) -> (B, L, E)
         # 5. project
         return self.out_proj(merged), weights                   # (B, L, E), (B, H, L, S)
-
-    def _check_inputs(self, query, key, value):
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            check_input("MultiHeadAttention", x, self.q_proj.weight.dtype, name)
-            if x.ndim != 3 or x.shape[-1] != self.embed_dim:
-                raise ValueError(f"MultiHeadAttention: {name} must have shape (B, T, "
-                                 f"{self.embed_dim}), got {x.shape}")
-        if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(f"MultiHeadAttention: batch sizes differ: query {query.shape}, "
-                             f"key {key.shape}, value {value.shape}")
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(f"MultiHeadAttention: key and value lengths differ: key {key.shape}, "
-                             f"value {value.shape}")
-        return query.shape[0], query.shape[1], key.shape[1]
 
     def extra_repr(self):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"

@@ -1,8 +1,8 @@
 """The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding, Dropout,
 the feed-forward block and the sinusoidal positional encoding.
 
-Every layer takes `dtype=None` (float64) and initialises its parameters as PyTorch does, from the
-generator `ta.manual_seed` seeds.
+Every layer with parameters takes `dtype=None` (float64) and initialises them as PyTorch does, from
+the generator `ta.manual_seed` seeds.
 """
 import math
 
@@ -10,16 +10,8 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import rng
-from tinyattn.engine import Tensor, TensorIndexError
-from tinyattn.checks import check_int, check_number
-from tinyattn.nn.module import Module, Parameter, check_input, uniform
-
-
-def check_width(layer, x, width, dtype=None):
-    check_input(layer, x, dtype)
-    if x.ndim < 1 or x.shape[-1] != width:
-        raise ValueError(f"{layer}: expected inputs of width {width} (shape (..., {width})), "
-                         f"got shape {x.shape}")
+from tinyattn.arguments import check_ids, check_ints, check_number, check_shapes
+from tinyattn.nn.module import Module, Parameter, uniform
 
 
 class Linear(Module):
@@ -29,15 +21,14 @@ class Linear(Module):
     """
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
-        check_int("Linear", "in_features", in_features, low=0)
-        check_int("Linear", "out_features", out_features, low=0)
+        check_ints("Linear", low=0, in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = uniform((out_features, in_features), bound, dtype)
         self.bias = uniform((out_features,), bound, dtype) if bias else None
 
     def forward(self, x):
-        check_width("Linear", x, self.in_features, self.weight.dtype)
+        check_shapes("Linear", dtype=self.weight.dtype, input=(x, f"... {self.in_features}"))
         y = x @ self.weight.T               # (..., in) @ (in, out) -> (..., out)
         return y + self.bias if self.bias is not None else y
 
@@ -54,17 +45,15 @@ class LayerNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         for size in self.normalized_shape:
-            check_int("LayerNorm", "normalized_shape", size, low=0)
+            check_ints("LayerNorm", low=0, normalized_shape=size)
         self.eps = check_number("LayerNorm", "eps", eps, low=0)
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
 
     def forward(self, x):
-        check_input("LayerNorm", x, self.weight.dtype)
+        check_shapes("LayerNorm", dtype=self.weight.dtype,
+                     input=(x, "... " + " ".join(map(str, self.normalized_shape))))
         n = len(self.normalized_shape)
-        if x.shape[-n:] != self.normalized_shape:
-            raise ValueError(f"LayerNorm: expected inputs of shape (..., "
-                             f"{', '.join(map(str, self.normalized_shape))}), got {x.shape}")
         return F.layer_norm(x, self.weight, self.bias, self.eps, axes=tuple(range(-n, 0)))
 
     def extra_repr(self):
@@ -77,20 +66,13 @@ class Embedding(Module):
     row, summing over repeated ids."""
 
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
-        check_int("Embedding", "num_embeddings", num_embeddings, low=0)
-        check_int("Embedding", "embedding_dim", embedding_dim, low=0)
+        check_ints("Embedding", low=0, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
         self.weight = Parameter(table.astype(dtype or np.float64))
 
     def forward(self, ids):
-        ids = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
-            bad = ids.max() if ids.max() >= self.num_embeddings else ids.min()
-            raise TensorIndexError(f"Embedding: id {bad} is out of range for "
-                                   f"{self.num_embeddings} embeddings")
+        ids = check_ids("Embedding", "ids", ids, self.num_embeddings, "embeddings")
         return self.weight[ids]             # (*ids.shape, embedding_dim)
 
     def extra_repr(self):
@@ -145,19 +127,13 @@ class PositionalEncoding(Module):
     """Adds the sinusoidal position table to a batch of embeddings (B, T, E); no parameters."""
 
     def __init__(self, embed_dim, max_len=1024):
-        check_int("PositionalEncoding", "embed_dim", embed_dim, low=0)
-        check_int("PositionalEncoding", "max_len", max_len, low=0)
+        check_ints("PositionalEncoding", low=0, embed_dim=embed_dim, max_len=max_len)
         self.embed_dim, self.max_len = embed_dim, max_len
         self.table = sinusoidal_positions(max_len, embed_dim)
 
     def forward(self, x):
-        check_width("PositionalEncoding", x, self.embed_dim)
-        if x.dtype.kind != "f":
-            raise TypeError(f"PositionalEncoding: expected floating-point inputs, got {x.dtype}")
-        if x.ndim < 2:
-            raise ValueError(f"PositionalEncoding: expected inputs of shape (..., T, "
-                             f"{self.embed_dim}), got {x.shape}")
-        T = x.shape[-2]
+        T = check_shapes("PositionalEncoding", floating=True,
+                         input=(x, f"... T {self.embed_dim}"))["T"]
         if T > self.max_len:
             raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len "
                              f"{self.max_len}")

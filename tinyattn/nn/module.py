@@ -10,8 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tinyattn import rng
-from tinyattn.checks import check_tensor
-from tinyattn.engine import Tensor, numeric_array
+from tinyattn.engine import Tensor, data_of, numeric_array
 
 
 class Parameter(Tensor):
@@ -128,8 +127,7 @@ class Module:
                              f"unexpected {sorted(unexpected)}")
         arrays = {}
         for name, parameter in parameters.items():
-            value = state[name].data if isinstance(state[name], Tensor) else state[name]
-            array = numeric_array(value, f"load_state_dict: {name}")
+            array = numeric_array(data_of(state[name]), f"load_state_dict: {name}")
             if array.shape != parameter.shape:
                 raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
                                  f"the state has {array.shape}")
@@ -160,16 +158,6 @@ class Module:
 
     def extra_repr(self):
         return ""
-
-
-def check_input(layer, x, dtype=None, name="input"):
-    """Layers take tensors (as PyTorch's do) of their parameters' dtype: NumPy would promote a
-    float32 input to a float64 layer's float64 silently. Anything else is a TypeError naming the
-    layer."""
-    check_tensor(layer, name, x)
-    if dtype is not None and x.dtype != dtype:
-        raise TypeError(f"{layer}: the {name} has dtype {x.dtype} but the layer's parameters are "
-                        f"{dtype}; convert one of them (the layer with .to(dtype))")
 
 
 def uniform(shape, bound, dtype):

@@ -6,6 +6,6 @@ from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sq
                                       Where, where)
 from tinyattn.ops.reductions import Sum, Mean, Max
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, swapped_axes,
-                                concatenate, stack)
+                                unpacked, concatenate, stack)
 from tinyattn.ops.matmul import Matmul
 from tinyattn.ops.softmax import Softmax, LogSoftmax

@@ -7,7 +7,7 @@ is a constant (`self.needs_grad(i)` False) gets None instead of a gradient nobod
 """
 import numpy as np
 
-from tinyattn.engine import Function, Tensor
+from tinyattn.engine import Function, data_of
 
 
 class Add(Function):
@@ -103,22 +103,24 @@ class Exp(Function):
 
     def forward(self, a):
         out = np.exp(a)
-        self.saved = out
+        self.saved = (out,)
         return out
 
     def backward(self, grad):
-        return (grad * self.saved,)
+        out, = self.saved
+        return (grad * out,)
 
 
 class Log(Function):
     """out = ln(a).    dL/da = grad / a"""
 
     def forward(self, a):
-        self.saved = a
+        self.saved = (a,)
         return np.log(a)
 
     def backward(self, grad):
-        return (grad / self.saved,)
+        a, = self.saved
+        return (grad / a,)
 
 
 class Sqrt(Function):
@@ -126,11 +128,12 @@ class Sqrt(Function):
 
     def forward(self, a):
         out = np.sqrt(a)
-        self.saved = out
+        self.saved = (out,)
         return out
 
     def backward(self, grad):
-        return (grad * 0.5 / self.saved,)
+        out, = self.saved
+        return (grad * 0.5 / out,)
 
 
 class Tanh(Function):
@@ -138,11 +141,11 @@ class Tanh(Function):
 
     def forward(self, a):
         out = np.tanh(a)
-        self.saved = out
+        self.saved = (out,)
         return out
 
     def backward(self, grad):
-        out = self.saved
+        out, = self.saved
         return (grad * (1 - out * out),)
 
 
@@ -151,11 +154,12 @@ class Relu(Function):
 
     def forward(self, a):
         out = np.maximum(a, 0)
-        self.saved = out
+        self.saved = (out,)
         return out
 
     def backward(self, grad):
-        return (grad * (self.saved > 0),)
+        out, = self.saved
+        return (grad * (out > 0),)
 
 
 class Where(Function):
@@ -165,11 +169,11 @@ class Where(Function):
     """
 
     def forward(self, a, b, condition):
-        self.saved = condition
+        self.saved = (condition,)
         return np.where(condition, a, b)
 
     def backward(self, grad):
-        condition = self.saved
+        condition, = self.saved
         return (np.where(condition, grad, 0) if self.needs_grad(0) else None,
                 np.where(condition, 0, grad) if self.needs_grad(1) else None)
 
@@ -177,7 +181,7 @@ class Where(Function):
 def where(condition, a, b):
     """Elements of `a` where `condition` is True, else of `b` (NumPy's `np.where`, differentiable
     in `a` and `b`). `condition` is a boolean array or tensor; all three broadcast together."""
-    condition = np.asarray(condition.data if isinstance(condition, Tensor) else condition)
+    condition = np.asarray(data_of(condition))
     if condition.dtype != np.bool_:
         raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype}")
     return Where.apply(a, b, condition=condition)

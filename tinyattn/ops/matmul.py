@@ -22,20 +22,8 @@ class Matmul(Function):
     """
 
     def forward(self, a, b):
-        if np.ndim(a) == 0 or np.ndim(b) == 0:
-            raise ValueError(f"shapes {np.shape(a)} and {np.shape(b)}: both operands need at "
-                             "least one axis (use * to multiply by a scalar)")
-        b_axis = -2 if b.ndim > 1 else 0
-        if a.shape[-1] != b.shape[b_axis]:
-            raise ValueError(f"shapes {a.shape} and {b.shape} are not aligned: {a.shape[-1]} "
-                             f"(axis -1 of a) != {b.shape[b_axis]} (axis {b_axis} of b)")
-        try:
-            out = a @ b
-        except ValueError:
-            raise ValueError(f"shapes {a.shape} and {b.shape}: the batch shapes {a.shape[:-2]} "
-                             f"and {b.shape[:-2]} do not broadcast") from None
         self.saved = (a, b)
-        return out
+        return a @ b
 
     def backward(self, grad):
         a, b = self.saved
@@ -57,3 +45,17 @@ class Matmul(Function):
             if self.saved[1].ndim == 1:
                 grad_b = grad_b[..., 0]
         return grad_a, grad_b
+
+    def check(self, a, b):
+        if np.ndim(a) == 0 or np.ndim(b) == 0:
+            raise ValueError(f"shapes {np.shape(a)} and {np.shape(b)}: both operands need at "
+                             "least one axis (use * to multiply by a scalar)")
+        b_axis = -2 if b.ndim > 1 else 0
+        if a.shape[-1] != b.shape[b_axis]:
+            raise ValueError(f"shapes {a.shape} and {b.shape} are not aligned: {a.shape[-1]} "
+                             f"(axis -1 of a) != {b.shape[b_axis]} (axis {b_axis} of b)")
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(f"shapes {a.shape} and {b.shape}: the batch shapes {a.shape[:-2]} "
+                             f"and {b.shape[:-2]} do not broadcast") from None

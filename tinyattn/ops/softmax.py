@@ -41,12 +41,12 @@ class Softmax(Function):
         np.exp(out, out=out)                # in place: these arrays can be large (B, H, L, S)
         total = out.sum(axis=axis, keepdims=True)
         out /= np.where(total == 0, 1, total)
-        self.axis, self.saved = axis, out
+        self.saved = (out, axis)
         return out
 
     def backward(self, grad):
-        out = self.saved
-        return (out * (grad - (grad * out).sum(axis=self.axis, keepdims=True)),)
+        out, axis = self.saved
+        return (out * (grad - (grad * out).sum(axis=axis, keepdims=True)),)
 
 
 class LogSoftmax(Function):
@@ -63,8 +63,9 @@ class LogSoftmax(Function):
         # masked) still warns: its log-probabilities are -inf - (-inf) = NaN, as in PyTorch.
         with np.errstate(divide="ignore"):
             out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-        self.axis, self.saved = axis, out
+        self.saved = (out, axis)
         return out
 
     def backward(self, grad):
-        return (grad - np.exp(self.saved) * grad.sum(axis=self.axis, keepdims=True),)
+        out, axis = self.saved
+        return (grad - np.exp(out) * grad.sum(axis=axis, keepdims=True),)

@@ -1,0 +1,101 @@
+"""Scaled dot-product attention, composed from the ops: matmul, masking, softmax, matmul.
+
+    scores  = query @ key^T * scale          (..., L, S)   how well each query matches each key
+    weights = softmax(scores + mask)         (..., L, S)   each row sums to 1 over the keys
+    output  = weights @ value                (..., L, Ev)  a weighted average of the values
+
+L is the number of queries, S of keys (and values), E the width of queries and keys, Ev of values.
+"""
+import math
+
+import numpy as np
+
+from tinyattn import ops
+from tinyattn.arguments import check_number, check_shapes
+from tinyattn.engine import Tensor
+from tinyattn.functional.basics import dropout, softmax
+
+SDPA = "scaled_dot_product_attention"
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None):
+    """softmax(query @ key^T * scale + mask) @ value, with PyTorch's signature and semantics.
+
+    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> output (..., L, Ev); the
+    leading (batch, head) axes broadcast. `scale` defaults to 1 / sqrt(E); `scale=1.0` gives the
+    unscaled variant.
+
+    attn_mask broadcasts to (..., L, S). A boolean mask marks with True the (query, key) pairs that
+    take part; a float mask is added to the scores (use -inf to exclude a pair). `is_causal` lets
+    query i see keys j <= i only; given together with attn_mask, a pair takes part only if both
+    allow it. `dropout_p` drops attention weights (always, as in PyTorch: pass 0 when evaluating).
+
+    A query row whose keys are all masked has no defined softmax; here it gets all-zero weights, so
+    a zero output row and zero gradients, never NaN.
+    """
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
+
+
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """Scaled dot-product attention returning (output, weights): see the function above."""
+    sizes = check_shapes(SDPA, same_dtype=True,
+                         query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
+    allowed, additive = split_mask(attn_mask, sizes["..."] + (sizes["L"], sizes["S"]), query.dtype)
+    dropout_p = check_number(SDPA, "dropout_p", dropout_p, 0, 1)
+    scale = default_scale(sizes["E"]) if scale is None else check_number(SDPA, "scale", scale)
+    if is_causal:
+        allowed = causal_mask(sizes["L"], sizes["S"], allowed)
+
+    scores = (query @ key.mT) * scale                  # (..., L, S)
+    if additive is not None:
+        scores = scores + additive                     # (..., L, S)
+    if allowed is not None:
+        scores = ops.where(allowed, scores, -math.inf)  # (..., L, S), masked pairs at -inf
+    weights = softmax(scores, axis=-1)                 # (..., L, S); a row with no key left: zeros
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)          # (..., L, S)
+    return weights @ value, weights                    # (..., L, Ev), (..., L, S)
+
+
+def default_scale(E):
+    """1 / sqrt(E), as a Python float (a NumPy float64 would upcast float32 scores)."""
+    if E == 0:
+        raise ValueError(f"{SDPA}: queries and keys need a width E of 1 or more, got a width E of 0")
+    return 1.0 / math.sqrt(E)
+
+
+def causal_mask(L, S, allowed=None):
+    """(L, S) booleans, True where key j <= query i: the causal mask (and-ed with `allowed`)."""
+    causal = np.tril(np.ones((L, S), dtype=bool))
+    return causal if allowed is None else allowed & causal
+
+
+def split_mask(attn_mask, scores_shape, dtype):
+    """The door for `attn_mask`: (allowed, additive), a boolean mask (True = takes part) and a
+    float mask added to the scores, either or both None.
+
+    A float mask given as a NumPy array takes the scores' dtype (a float64 array of zeros must not
+    turn float32 attention into float64); one given as a tensor (it may be learned) must already
+    have it.
+    """
+    if attn_mask is None:
+        return None, None
+    mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{SDPA}: attn_mask of shape {mask.shape} does not broadcast to the "
+                         f"scores' shape {scores_shape} (..., L, S)")
+    if mask.dtype == np.bool_:
+        return mask, None
+    if mask.dtype.kind != "f":
+        raise TypeError(f"{SDPA}: attn_mask must be boolean or float, got dtype {mask.dtype}")
+    if not isinstance(attn_mask, Tensor):
+        return None, mask.astype(dtype, copy=False)
+    if mask.dtype != dtype:
+        raise TypeError(f"{SDPA}: attn_mask is a {mask.dtype} tensor but the query is {dtype}; "
+                        "convert one of them")
+    return None, attn_mask

@@ -1,0 +1,85 @@
+"""`python -m tinyattn check`: the library's gradient checks, runnable without pytest.
+
+Every row is compared against central finite differences in float64 with a random upstream
+gradient (see `tinyattn/tools/gradcheck.py`). The rows live in tables, one file per part of the
+library (`ops.py`, `layers.py`); `cases.py` says what a row is. The test suite runs these same
+tables (tests/test_ops.py, tests/test_checklist.py), so what a user runs here is what the
+continuous integration runs.
+"""
+import argparse
+from typing import NamedTuple
+
+import tinyattn as ta
+import tinyattn.nn as nn
+from tinyattn.tools.checklist import layers, ops
+from tinyattn.tools.checklist.cases import op_check
+from tinyattn.tools.gradcheck import compare_gradients
+
+OP_CASES = ops.OP_CASES
+LAYER_CASES = layers.LAYER_CASES
+
+ATOL, RTOL = 1e-7, 1e-5     # tighter than gradcheck's defaults: float64 differences are this good
+REL_FLOOR = 1e-4            # relative errors are reported where |numerical| is above this; below
+                            # it the rounding error of the differences (~1e-10) dominates them
+
+
+class Result(NamedTuple):
+    name: str
+    shapes: str             # what was checked, e.g. "(2, 3, 8) + 8 params"
+    compared: int           # how many (analytical, numerical) pairs
+    max_abs: float          # the largest |analytical - numerical|
+    max_rel: float          # the largest |analytical - numerical| / |numerical| (> REL_FLOOR)
+    passed: bool
+
+
+def describe(inputs):
+    """The shapes of the inputs, with a layer's parameters counted rather than listed."""
+    tensors = [x for x in inputs if isinstance(x, ta.Tensor) and not isinstance(x, nn.Parameter)]
+    parameters = [x for x in inputs if isinstance(x, nn.Parameter)]
+    text = " ".join(str(x.shape) for x in tensors).replace(", ", ",")
+    if parameters:
+        text += (" + " if text else "") + f"{sum(p.size for p in parameters)} in params"
+    return text
+
+
+def run(name, fn, inputs, directions=None):
+    """Compare every gradient of `fn(*inputs)` with finite differences; one Result."""
+    comparisons = compare_gradients(fn, inputs, directions=directions)
+    errors = [abs(c.analytical - c.numerical) for c in comparisons]
+    relative = [e / abs(c.numerical) for e, c in zip(errors, comparisons)
+                if abs(c.numerical) > REL_FLOOR]
+    passed = all(e <= ATOL + RTOL * abs(c.numerical) for e, c in zip(errors, comparisons))
+    return Result(name, describe(inputs), len(comparisons), max(errors),
+                  max(relative, default=0.0), passed)
+
+
+def all_checks(pattern=""):
+    """(name, build, directions) of every check whose name contains `pattern`."""
+    checks = [(case.name, lambda case=case: op_check(case), None) for case in OP_CASES]
+    checks += [(case.name, case.build, case.directions) for case in LAYER_CASES]
+    return [check for check in checks if pattern.lower() in check[0].lower()]
+
+
+def main(argv=()):
+    parser = argparse.ArgumentParser(prog="python -m tinyattn check",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("-k", dest="pattern", default="",
+                        help="only the checks whose name contains this text")
+    args = parser.parse_args(argv)
+    checks = all_checks(args.pattern)
+    if not checks:
+        print(f"no check matches {args.pattern!r}")
+        return 2
+    print(f"{'check':<44} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
+    failed = 0
+    for name, build, directions in checks:
+        fn, inputs = build()
+        result = run(name, fn, inputs, directions)
+        failed += not result.passed
+        print(f"{result.name:<44} {result.shapes:<40} {result.compared:>7} {result.max_abs:>9.1e} "
+              f"{result.max_rel:>9.1e}  {'pass' if result.passed else 'FAIL'}", flush=True)
+    print(f"\n{len(checks) - failed} of {len(checks)} checks pass.\n"
+          "Every gradient element (large inputs: random directions) against central differences "
+          f"in float64;\na number passes when |analytical - numerical| <= {ATOL:g} + {RTOL:g} "
+          f"|numerical|. 'max rel' looks at numbers above {REL_FLOOR:g}.")
+    return 1 if failed else 0
