@@ -3,8 +3,8 @@ measured by `python -m tinyattn bench`, never in a test)."""
 import numpy as np
 import pytest
 
-from tinyattn.tools.bench import attention, overhead
 from tinyattn.tools import bench
+from tinyattn.tools.bench import attention, overhead
 
 
 def test_the_hand_written_chain_matches_tinyattn():

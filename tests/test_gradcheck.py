@@ -106,3 +106,10 @@ def test_inputs_are_restored_when_the_function_raises():
     with pytest.raises(RuntimeError, match="boom"):
         ta.gradcheck(fails_on_third_call, [x])
     np.testing.assert_array_equal(x.data, [1.0, 2.0])
+
+
+def test_a_function_that_returns_an_array_is_told_to_return_tensors():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="gradcheck: fn must return a tensor or a tuple of "
+                                        "tensors, got a ndarray"):
+        ta.gradcheck(lambda x: x.data * 2, [x])

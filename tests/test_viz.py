@@ -9,12 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("graphviz")
-
-import tinyattn as ta                                                # noqa: E402
-import tinyattn.functional as F                                      # noqa: E402
-import tinyattn.nn as nn                                             # noqa: E402
-from tinyattn.viz import draw_graph, nodes, record_calls, render    # noqa: E402
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.nn as nn
+from tinyattn.viz import draw_graph, nodes, record_calls, render
 
 HAS_DOT = shutil.which("dot") is not None
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -232,6 +230,22 @@ def test_without_dot_the_source_is_written_and_the_install_named(tmp_path, monke
     assert written.read_text() == graph.source
     assert not (tmp_path / "graph.svg").exists()
     assert "apt-get install graphviz" in str(caught[0].message)
+
+
+def test_render_makes_a_missing_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))       # the .dot fallback: no `dot` needed
+    layer, x, out = linear_relu_sum()
+    with pytest.warns(UserWarning):
+        written = render(draw_graph(out), tmp_path / "new" / "folder" / "graph.svg")
+    assert written == tmp_path / "new" / "folder" / "graph.dot" and written.exists()
+
+
+def test_ta_viz_is_reachable_after_import_tinyattn():
+    code = ("import sys, tinyattn as ta; before = 'graphviz' in sys.modules; "
+            "print(before, ta.viz.draw_graph.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=ROOT)
+    assert result.stdout.split() == ["False", "draw_graph"]
 
 
 def test_import_tinyattn_does_not_import_viz_or_graphviz():

@@ -25,6 +25,10 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    def decayed(self, p):
+        """The gradient with L2 weight decay added: grad + weight_decay * p (PyTorch's form)."""
+        return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+
 
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum (PyTorch's form):
@@ -42,7 +46,7 @@ class SGD(Optimizer):
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            grad = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+            grad = self.decayed(p)
             if self.momentum:
                 if self.velocity[i] is None:
                     self.velocity[i] = np.array(grad)
@@ -84,7 +88,7 @@ class Adam(Optimizer):
             m, v = self.m[i], self.v[i]
             correction1 = 1.0 - self.beta1 ** self.steps[i]
             correction2 = 1.0 - self.beta2 ** self.steps[i]
-            grad = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+            grad = self.decayed(p)
             m *= self.beta1
             m += (1.0 - self.beta1) * grad
             v *= self.beta2

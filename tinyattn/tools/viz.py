@@ -17,7 +17,7 @@ boxes the ops that lie behind `outputs` but in front of `inputs`, together with 
 those ops use (the module's parameters). `record_calls(module)` collects exactly those tensors from
 a module's calls. A cluster whose nodes all belong to another one is drawn inside it.
 
-This module is not imported by `import tinyattn`: the core needs NumPy only.
+`import tinyattn` imports this module on first use of `ta.viz`: the core needs NumPy only.
 """
 import contextlib
 import pathlib
@@ -177,12 +177,14 @@ def _nodes_of(tensors):
 def render(graph, path):
     """Draw `graph` into `path`, in the format its suffix names (.svg, .png, .pdf; none: .svg).
 
-    Returns the path written. Without Graphviz's `dot` program, writes the DOT source next to it
-    (`path.dot`), warns how to install `dot`, and returns the .dot path.
+    Returns the path written; a missing folder is created. Without Graphviz's `dot` program,
+    writes the DOT source next to it (`path.dot`), warns how to install `dot`, and returns the
+    .dot path.
     """
     path = pathlib.Path(path)
     if not path.suffix:
         path = path.with_suffix(".svg")
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         picture = graph.pipe(format=path.suffix[1:])
     except graphviz.ExecutableNotFound:

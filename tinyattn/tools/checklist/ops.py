@@ -77,6 +77,8 @@ OP_CASES = [
     OpCase("transpose", lambda a: a.transpose(), np.transpose, ((2, 3, 4),)),
     OpCase("transpose axes", lambda a: a.transpose(1, 2, 0), lambda a: a.transpose(1, 2, 0),
          ((2, 3, 4),)),
+    OpCase("transpose negative axes", lambda a: a.transpose(-1, 0, -2),
+         lambda a: a.transpose(-1, 0, -2), ((2, 3, 4),)),
     OpCase("swapaxes", lambda a: a.swapaxes(0, -1), lambda a: a.swapaxes(0, -1), ((2, 3, 4),)),
     OpCase("T", lambda a: a.T, lambda a: a.T, ((2, 3, 4),)),
     OpCase("mT", lambda a: a.mT, lambda a: np.swapaxes(a, -1, -2), ((2, 3, 4),)),

@@ -1,157 +1,16 @@
-"""Functions and layers: whole-layer gradient checks (the LAYER_CASES table of `tinyattn/check.py`),
-outputs against NumPy references of their formulas, masking, dtypes, and the Module machinery."""
+"""tinyattn.nn: layers against NumPy references and PyTorch's conventions, the Module machinery
+(names, state dicts, saving, modes, dtypes), and a small transformer that learns to reverse."""
 import math
 
 import numpy as np
 import pytest
+from references import arrays, np_attention
 
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.tools import checklist as check
-from tinyattn.tools.checklist.cases import LayerCase
-from tinyattn.tools.checklist.layers import MASK, ROW_FULLY_MASKED
+from tinyattn import optim
 
-
-@pytest.mark.parametrize("case", check.LAYER_CASES, ids=[c.name for c in check.LAYER_CASES])
-def test_whole_layer_gradients_match_finite_differences(case):
-    fn, inputs = case.build()
-    result = check.run(case.name, fn, inputs, case.directions)
-    assert result.compared >= len(inputs)
-    assert result.passed, result
-
-
-def test_check_command_prints_a_table_and_passes(capsys):
-    assert check.main(["-k", "sdpa, causal"]) == 0
-    out = capsys.readouterr().out
-    assert "sdpa, causal and mask" in out and "pass" in out and "2 of 2 checks pass" in out
-
-
-def test_check_command_fails_on_a_wrong_gradient(monkeypatch, capsys):
-    def gelu_with_a_wrong_gradient():
-        x = ta.tensor(np.linspace(-2, 2, 6), requires_grad=True)
-        # right forward value, but the gradient of a detached factor is lost
-        return (lambda x: x * F.gelu(x).detach() / x.detach()), [x]
-    monkeypatch.setattr(check, "LAYER_CASES", [LayerCase("broken", gelu_with_a_wrong_gradient)])
-    assert check.main(["-k", "broken"]) == 1
-    assert "FAIL" in capsys.readouterr().out
-
-
-# ------------------------------------------------------------------------------------------------
-# NumPy references
-
-def np_softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def np_attention(q, k, v, allowed=None, scale=None):
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = q @ np.swapaxes(k, -1, -2) * scale
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
-    weights = np_softmax(scores)
-    return weights @ v, weights
-
-
-def arrays(*shapes, seed=0):
-    random = np.random.default_rng(seed)
-    return [random.standard_normal(shape) for shape in shapes]
-
-
-@pytest.mark.parametrize("mask, causal, scale", [
-    (None, False, None), (None, True, None), (None, False, 1.0), (MASK, False, 0.3),
-    (MASK, True, None)])
-def test_sdpa_matches_numpy(mask, causal, scale):
-    q, k, v = arrays((2, 3, 4), (2, 5, 4), (2, 5, 6))
-    allowed = mask
-    if causal:
-        causal_mask = np.tril(np.ones((3, 5), bool))
-        allowed = causal_mask if mask is None else mask & causal_mask
-    expected, expected_weights = np_attention(q, k, v, allowed, scale)
-    out, weights = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), attn_mask=mask,
-                               is_causal=causal, scale=scale)
-    np.testing.assert_allclose(out.data, expected, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(weights.data, expected_weights, rtol=1e-12, atol=1e-12)
-    sdpa = F.scaled_dot_product_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), mask,
-                                          is_causal=causal, scale=scale)
-    np.testing.assert_array_equal(sdpa.data, out.data)
-
-
-def test_sdpa_float_mask_is_added_to_the_scores():
-    q, k, v, bias = arrays((2, 3, 4), (2, 5, 4), (2, 5, 6), (3, 5))
-    scores = q @ np.swapaxes(k, -1, -2) / 2.0 + bias
-    out = F.scaled_dot_product_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), bias)
-    np.testing.assert_allclose(out.data, np_softmax(scores) @ v, rtol=1e-12, atol=1e-12)
-
-
-def test_sdpa_broadcasts_leading_axes():
-    q, k, v = arrays((2, 1, 3, 4), (1, 4, 5, 4), (4, 5, 6))
-    out = F.scaled_dot_product_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v))
-    assert out.shape == (2, 4, 3, 6)
-    np.testing.assert_allclose(out.data, np_attention(q, k, v)[0], rtol=1e-12, atol=1e-12)
-
-
-def test_fully_masked_query_row_gives_zeros_and_zero_gradients_not_nan():
-    q, k, v = (ta.tensor(a, requires_grad=True) for a in arrays((2, 3, 4), (2, 5, 4), (2, 5, 6)))
-    out, weights = F.attention(q, k, v, attn_mask=ROW_FULLY_MASKED)
-    assert np.all(weights.data[:, 1] == 0) and np.all(out.data[:, 1] == 0)
-    np.testing.assert_allclose(weights.data[:, [0, 2]].sum(axis=-1), 1.0)
-    out.backward(np.ones(out.shape))
-    for t in (q, k, v):
-        assert np.all(np.isfinite(t.grad))
-    assert np.all(q.grad[:, 1] == 0)                   # the masked query gets no gradient
-    assert np.any(q.grad[:, 0] != 0)
-
-
-def test_float32_attention_stays_float32():
-    q, k, v = (ta.tensor(a.astype(np.float32), requires_grad=True)
-               for a in arrays((2, 3, 4), (2, 5, 4), (2, 5, 6)))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=MASK, is_causal=True)
-    assert out.dtype == np.float32
-    out.backward(np.ones(out.shape, np.float32))
-    assert q.grad.dtype == k.grad.dtype == v.grad.dtype == np.float32
-
-
-def np_layer_norm(x, weight, bias, eps=1e-5):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + eps) * weight + bias
-
-
-def test_functions_match_numpy():
-    x, weight, bias = arrays((2, 3, 5), (5,), (5,))
-    np.testing.assert_allclose(F.layer_norm(ta.tensor(x), ta.tensor(weight), ta.tensor(bias)).data,
-                               np_layer_norm(x, weight, bias), rtol=1e-12, atol=1e-12)
-    gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    np.testing.assert_allclose(F.gelu(ta.tensor(x)).data, gelu, rtol=1e-12, atol=1e-12)
-    logits, targets = x[0], np.array([4, 0, 2])
-    log_probabilities = np.log(np_softmax(logits))
-    expected = -log_probabilities[np.arange(3), targets].mean()
-    np.testing.assert_allclose(F.cross_entropy(ta.tensor(logits), targets).item(), expected)
-
-
-def test_cross_entropy_over_extra_axes_leaves_out_ignored_targets():
-    logits = arrays((2, 4, 3))[0]                             # (N, C, d)
-    targets = np.array([[1, -100, 3], [0, 2, -100]])
-    log_probabilities = np.log(np_softmax(np.moveaxis(logits, 1, -1)))    # (N, d, C)
-    kept = [(0, 0, 1), (0, 2, 3), (1, 0, 0), (1, 1, 2)]
-    expected = -np.mean([log_probabilities[n, d, c] for n, d, c in kept])
-    np.testing.assert_allclose(F.cross_entropy(ta.tensor(logits), targets).item(), expected)
-
-
-def test_dropout_scales_survivors_and_is_off_in_eval():
-    ta.manual_seed(0)
-    x = ta.tensor(np.ones((200, 50)))
-    dropped = F.dropout(x, p=0.2)
-    assert set(np.unique(dropped.data)) == {0.0, 1.25}
-    assert 0.17 < np.mean(dropped.data == 0) < 0.23
-    layer = nn.Dropout(0.2).eval()
-    assert layer(x) is x
-
-
-# ------------------------------------------------------------------------------------------------
-# Layers
 
 def test_linear_uses_pytorchs_layout_and_initialisation():
     ta.manual_seed(0)
@@ -312,28 +171,6 @@ def test_load_state_dict_changes_nothing_when_a_shape_is_wrong():
     np.testing.assert_array_equal(layer.weight.data, before)
 
 
-def test_a_float64_numpy_mask_keeps_float32_attention_float32():
-    mha = nn.MultiHeadAttention(8, 2, dtype=np.float32)
-    x = ta.tensor(arrays((2, 4, 8))[0].astype(np.float32), requires_grad=True)
-    additive = np.triu(np.full((4, 4), -np.inf), k=1)           # float64, as NumPy makes it
-    out, weights = mha(x, attn_mask=additive)
-    assert out.dtype == weights.dtype == np.float32
-    out.backward(np.ones(out.shape, np.float32))
-    assert x.grad.dtype == np.float32
-
-
-def test_max_backward_stays_float32_inside_the_graph():
-    x = ta.tensor(np.array([[1.0, 3.0, 3.0]], np.float32), requires_grad=True)
-    top = x.max(axis=1)
-    (grad,) = top._node.backward(np.ones(1, np.float32))    # what the sweep passes upstream
-    assert grad.dtype == np.float32
-    np.testing.assert_array_equal(grad, [[0.0, 0.5, 0.5]])
-
-
-def test_softmax_of_integers_is_computed_in_float64():
-    np.testing.assert_allclose(F.softmax(ta.tensor([1, 2, 3])).data, np_softmax(np.arange(1.0, 4.0)))
-
-
 def test_layers_with_zero_sizes_work_as_in_pytorch():
     """Linear(0, n) outputs its bias (its weight has no columns); attention over zero keys gives
     zeros, as a fully masked row does."""
@@ -365,3 +202,39 @@ def test_a_tied_weight_keeps_its_first_name():
     model = Tied()
     assert model.head.weight.name == "embed.weight"
     assert [name for name, _ in model.named_parameters()] == ["embed.weight"]
+
+
+def reverse_task(random, batch, length=4, digits=6):
+    """Sequences `d1 d2 d3 d4 SEP d4 d3 d2 d1`: after the separator, the model must reproduce the
+    digits in reverse order, which it can only do by attending back to them."""
+    separator = digits
+    first_half = random.integers(0, digits, (batch, length))
+    sequences = np.concatenate([first_half, np.full((batch, 1), separator), first_half[:, ::-1]],
+                               axis=1)                                 # (B, 2 * length + 1)
+    inputs, targets = sequences[:, :-1], sequences[:, 1:].copy()       # predict the next token
+    targets[:, :length] = -100          # the first digits are random: nothing to learn there
+    return inputs, targets
+
+
+def test_a_small_causal_transformer_learns_to_reverse():
+    ta.manual_seed(0)
+    random = np.random.default_rng(0)
+    model = nn.CausalTransformer(vocab_size=7, embed_dim=32, num_heads=2, num_layers=2, max_len=8,
+                                 dtype=np.float32)
+    adam = optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(150):
+        inputs, targets = reverse_task(random, batch=32)
+        logits = model(inputs)                                      # (B, T, vocab)
+        loss = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1))
+        adam.zero_grad()
+        loss.backward()
+        adam.step()
+        losses.append(loss.item())
+    assert losses[0] > 1.5                                  # about log(6): a guess
+    assert np.mean(losses[-10:]) < 0.25 * losses[0]
+    inputs, targets = reverse_task(np.random.default_rng(1), batch=200)
+    with ta.no_grad():
+        predictions = model(inputs).data.argmax(axis=-1)
+    scored = targets != -100
+    assert np.mean(predictions[scored] == targets[scored]) > 0.9

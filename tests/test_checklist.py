@@ -1,0 +1,33 @@
+"""The checklist (`python -m tinyattn check`): every row of its tables passes, and the command
+prints a table and fails on a wrong gradient."""
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.functional as F
+from tinyattn.tools import checklist as check
+from tinyattn.tools.checklist.cases import LayerCase
+
+
+@pytest.mark.parametrize("case", check.LAYER_CASES, ids=[c.name for c in check.LAYER_CASES])
+def test_whole_layer_gradients_match_finite_differences(case):
+    fn, inputs = case.build()
+    result = check.run(case.name, fn, inputs, case.directions)
+    assert result.compared >= len(inputs)
+    assert result.passed, result
+
+
+def test_check_command_prints_a_table_and_passes(capsys):
+    assert check.main(["-k", "sdpa, causal"]) == 0
+    out = capsys.readouterr().out
+    assert "sdpa, causal and mask" in out and "pass" in out and "2 of 2 checks pass" in out
+
+
+def test_check_command_fails_on_a_wrong_gradient(monkeypatch, capsys):
+    def gelu_with_a_wrong_gradient():
+        x = ta.tensor(np.linspace(-2, 2, 6), requires_grad=True)
+        # right forward value, but the gradient of a detached factor is lost
+        return (lambda x: x * F.gelu(x).detach() / x.detach()), [x]
+    monkeypatch.setattr(check, "LAYER_CASES", [LayerCase("broken", gelu_with_a_wrong_gradient)])
+    assert check.main(["-k", "broken"]) == 1
+    assert "FAIL" in capsys.readouterr().out
