@@ -108,6 +108,20 @@ def check_ids(op, name, ids, count, counted):
     return ids
 
 
+def check_axes(axes, ndim, shown, op=None):
+    """`axes` must be ints (else a TypeError), each in [-ndim, ndim), none twice: NumPy's rules
+    for the axes of a reduction or a permutation. `shown` is how a message names them ("axis 2",
+    "axes 0 and 2"); `op` prefixes the message (inside an op, `Function.apply` does that)."""
+    prefix = f"{op}: " if op else ""
+    if not all(isinstance(a, INTEGERS) for a in axes):
+        raise TypeError(f"{prefix}axes must be ints, got {tuple(axes)}")
+    if not all(-ndim <= a < ndim for a in axes):
+        verb = "are" if shown.startswith("axes") else "is"
+        raise ValueError(f"{prefix}{shown} {verb} out of range for a tensor with {ndim} dimensions")
+    if len({a % ndim for a in axes}) != len(axes):
+        raise ValueError(f"{prefix}{shown} repeats an axis")
+
+
 def check_choice(op, name, value, choices):
     """`value` must be one of `choices`; the error lists them."""
     if value not in choices:

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from tinyattn.arguments import INTEGERS, check_axes
 from tinyattn.engine import Function
 
 
@@ -76,20 +77,11 @@ def normalize_axes(axis, ndim):
     """`axis` (None, an int or a tuple of ints, negative allowed) as a sorted tuple of axes >= 0."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
-    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, (int, np.integer)) for a in axes):
+    axes = (axis,) if isinstance(axis, INTEGERS) else axis
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, INTEGERS) for a in axes):
         raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
-    check_axes_in_range(axes, ndim, f"axis {axis} is")
-    normalized = tuple(sorted(int(a) % ndim for a in axes))
-    if len(set(normalized)) != len(normalized):
-        raise ValueError(f"axis {axis} repeats an axis")
-    return normalized
-
-
-def check_axes_in_range(axes, ndim, what):
-    """A ValueError unless every axis is in [-ndim, ndim), as NumPy counts them."""
-    if not all(-ndim <= a < ndim for a in axes):
-        raise ValueError(f"{what} out of range for a tensor with {ndim} dimensions")
+    check_axes(axes, ndim, f"axis {axis}")
+    return tuple(sorted(int(a) % ndim for a in axes))
 
 
 def restore_reduced_axes(grad, axes, keepdims):

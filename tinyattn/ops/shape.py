@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from tinyattn.engine import Function, Tensor, data_of
-from tinyattn.ops.reductions import check_axes_in_range
+from tinyattn.arguments import INTEGERS, check_axes
 
 
 class Reshape(Function):
@@ -43,14 +43,15 @@ class Transpose(Function):
         return (grad.transpose(np.argsort(axes)),)
 
     def check(self, a, axes):
-        check_integer_axes(axes)
+        if not all(isinstance(axis, INTEGERS) for axis in axes):
+            raise TypeError(f"axes must be ints, got {tuple(axes)}")
         in_range = [axis % a.ndim for axis in axes if -a.ndim <= axis < a.ndim]
         if len(axes) != a.ndim or sorted(in_range) != list(range(a.ndim)):
             raise ValueError(f"axes {tuple(axes)} are not a permutation of the {a.ndim} axes "
                              f"of a tensor of shape {a.shape}")
 
 
-BASIC_INDEX = (int, np.integer, slice, type(None), type(Ellipsis))
+BASIC_INDEX = (*INTEGERS, slice, type(None), type(Ellipsis))
 
 
 class Index(Function):
@@ -91,8 +92,7 @@ class Concatenate(Function):
 
     def check(self, *arrays, axis):
         first = arrays[0]
-        check_integer_axes((axis,))
-        check_axes_in_range((axis,), first.ndim, f"axis {axis} is")
+        check_axes((axis,), first.ndim, f"axis {axis}")
         for other in arrays[1:]:
             if other.ndim != first.ndim or any(m != n for i, (m, n) in
                                                enumerate(zip(first.shape, other.shape))
@@ -111,8 +111,7 @@ def stack(tensors, axis=0):
     then they are concatenated along it."""
     tensors = _as_tensors(tensors, "stack")
     shape, ndim = tensors[0].shape, tensors[0].ndim + 1
-    check_integer_axes((axis,), "stack")
-    check_axes_in_range((axis,), ndim, f"stack: axis {axis} is")
+    check_axes((axis,), ndim, f"axis {axis}", "stack")
     for t in tensors[1:]:
         if t.shape != shape:
             raise ValueError(f"stack: all tensors must have the same shape, got {shape} and "
@@ -126,7 +125,7 @@ def stack(tensors, axis=0):
 
 def resolve_shape(input_shape, shape):
     """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
-    if not all(isinstance(n, (int, np.integer)) and n >= -1 for n in shape) or shape.count(-1) > 1:
+    if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
         raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most one -1")
     size = int(np.prod(input_shape))
     known = int(np.prod([n for n in shape if n != -1]))
@@ -145,18 +144,10 @@ def unpacked(sizes):
 
 def swapped_axes(ndim, axis1, axis2, op):
     """The permutation of `ndim` axes that swaps `axis1` and `axis2`."""
-    check_integer_axes((axis1, axis2), op)
-    check_axes_in_range((axis1, axis2), ndim, f"{op}: axes {axis1} and {axis2} are")
+    check_axes((axis1, axis2), ndim, f"axes {axis1} and {axis2}", op)
     axes = list(range(ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return tuple(axes)
-
-
-def check_integer_axes(axes, op=None):
-    """A TypeError unless every axis is an int (as NumPy and PyTorch require)."""
-    if not all(isinstance(axis, (int, np.integer)) for axis in axes):
-        prefix = f"{op}: " if op else ""
-        raise TypeError(f"{prefix}axes must be ints, got {tuple(axes)}")
 
 
 def as_index(index):
