@@ -63,7 +63,7 @@ class Function:
     saves_arrays = True  # False for an op whose `saved` holds only shapes, axes and such
     released = False     # True once a backward pass has dropped `saved`
     check = None         # an op may define check(*arrays, **params): it raises on bad input
-    output = None     # the output tensor, only when it retains its gradient
+    output = None        # the output tensor, only when it retains its gradient
 
     def __init_subclass__(cls):
         # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
@@ -89,8 +89,10 @@ class Function:
             data = node.forward(*arrays, **params)
         except IndexError as error:
             raise TensorIndexError(f"{cls.name}: {error}") from error
-        except (ValueError, TypeError) as error:
-            raise type(error)(f"{cls.name}: {error}") from error
+        except ValueError as error:
+            raise ValueError(f"{cls.name}: {error}") from error
+        except TypeError as error:
+            raise TypeError(f"{cls.name}: {error}") from error
         if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
             data = np.asarray(data)
         out = Tensor.__new__(Tensor)
@@ -107,7 +109,6 @@ class Function:
     def needs_grad(self, i):
         """Whether input i wants a gradient (False for a constant)."""
         return self.parents[i] is not None
-
 
 
 # ------------------------------------------------------------------------------------------------
