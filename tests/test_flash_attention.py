@@ -121,7 +121,8 @@ def t(*shape, dtype=np.float64):
     (lambda: F.flash_attention(t(2, 3, 4), t(2, 5, 4), t(2, 4, 6)), ValueError,
      r"flash_attention: key and value disagree on S \(5 and 4\)"),
     (lambda: F.flash_attention(t(2, 3, 4), t(3, 5, 4), t(3, 5, 6)), ValueError,
-     r"flash_attention: the leading \(batch\) axes do not broadcast: .*\(2, 3, 4\), key \(3, 5, 4\)"),
+     r"flash_attention: the leading \(batch\) axes do not broadcast: .*query \(2, 3, 4\), "
+     r"key \(3, 5, 4\)"),
     (lambda: F.flash_attention(t(4), t(5, 4), t(5, 6)), ValueError,
      r"flash_attention: query must have shape \(\.\.\., L, E\), got \(4,\)"),
     (lambda: F.flash_attention(t(3, 2), t(3, 2), t(3, 2, dtype=np.float32)), TypeError,

@@ -26,6 +26,7 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
     sizes = check_shapes(FLASH, same_dtype=True, floating=True,
                          query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
     check_ints(FLASH, low=1, block_size=block_size)
-    scale = default_scale(sizes["E"], FLASH) if scale is None else check_number(FLASH, "scale", scale)
+    scale = (default_scale(sizes["E"], FLASH) if scale is None
+             else check_number(FLASH, "scale", scale))
     return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size)

@@ -80,7 +80,7 @@ def bench_flash(rounds, lengths=(4096, 1024, 256, 64), width=64, block_sizes=BLO
         check_agreement(implementations, inputs, rtol=1e-10, atol=1e-12, reference="plain")
         memory = {name: peak_memory(run, inputs) for name, run in implementations.items()}
         times = interleaved(implementations, inputs, rounds)
-        plain = (f"{statistics.median(times['plain']):.3f} s, "
+        plain = (f"{statistics.median(times['plain']) * 1e3:.1f} ms, "
                  f"{memory['plain'] / 2 ** 20:.1f} MiB")
         for block in block_sizes:
             ratios[length, block] = (median_ratio(times, block, "plain"),
@@ -91,4 +91,8 @@ def bench_flash(rounds, lengths=(4096, 1024, 256, 64), width=64, block_sizes=BLO
             print(f"{length:>6} {block:>6} {time_ratio:>10.2f}x {memory_ratio:>7.3f} (1/"
                   f"{1 / memory_ratio:.0f}) {pairs:>6} {per_pair:>8.0f}   {plain}")
             plain = ""
+    pair_cost = statistics.median(interleaved({1: flash_run(1)}, attention_inputs(32, width),
+                                              rounds)[1]) / visited_pairs(32, 1)
+    print(f"A pair of 1 x 1 blocks (L = 32, block 1), where the arithmetic is nothing: "
+          f"{pair_cost * 1e6:.0f} us per pair, the cost of the NumPy calls themselves")
     return ratios
