@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import attention, overhead
+from tinyattn.tools.bench import attention, long_attention, overhead
 
 
 def test_the_hand_written_chain_matches_tinyattn():
@@ -21,6 +21,18 @@ def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
     for got, want in zip(*results):
         assert got.dtype == want.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+def test_the_long_attention_bench_runs_flash_and_plain_attention_alike(capsys):
+    inputs = long_attention.attention_inputs(length=13, width=4)
+    plain = long_attention.sdpa_run(*inputs)
+    for block_size in (1, 4, 13):
+        for got, want in zip(long_attention.flash_run(block_size)(*inputs), plain):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert long_attention.visited_pairs(13, 4) == 1 + 2 + 3 + 4   # causal: on or below the diagonal
+    ratios = long_attention.bench_flash(rounds=1, lengths=(13,), width=4, block_sizes=(4, 13))
+    assert sorted(ratios) == [(13, 4), (13, 13)]
+    assert "memory ratio" in capsys.readouterr().out
 
 
 def test_rounds_must_be_positive(capsys):
