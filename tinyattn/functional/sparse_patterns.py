@@ -105,7 +105,7 @@ def global_mask(length, positions):
      [1 0 0 1 0]]
     """
     check_sizes("global_mask", length)
-    positions = check_ids("global_mask", "positions", positions, length, "positions")
+    positions = check_positions("global_mask", positions, length)
     mask = np.zeros((length, length), dtype=bool)    # (L, L)
     mask[positions, :] = True                        # a global query sees every key
     mask[:, positions] = True                        # every query sees a global key
@@ -126,6 +126,7 @@ def longformer_mask(length, window, positions):
      [1 0 0 0 1 1]]
     """
     check_sizes("longformer_mask", length, window=window)
+    check_positions("longformer_mask", positions, length)
     return local_mask(length, window, is_causal=False) | global_mask(length, positions)
 
 
@@ -133,3 +134,11 @@ def check_sizes(op, length, **sizes):
     """The door of every pattern: `length` an int >= 0, the window or stride an int >= 1."""
     check_ints(op, low=0, length=length)
     check_ints(op, low=1, **sizes)
+
+
+def check_positions(op, positions, length):
+    """The global positions as an array of ints in [0, length); [] (float64 to NumPy) is none."""
+    positions = np.asarray(positions)
+    if positions.size == 0:
+        positions = positions.astype(int)
+    return check_ids(op, "positions", positions, length, "positions")

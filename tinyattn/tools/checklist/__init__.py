@@ -2,7 +2,7 @@
 
 Every row is compared against central finite differences in float64 with a random upstream
 gradient (see `tinyattn/tools/gradcheck.py`). The rows live in tables, one file per part of the
-library (`ops.py`, `layers.py`); `cases.py` says what a row is. The test suite runs these same
+library (`ops.py`, `layers.py`, `efficient_attention.py`); `cases.py` says what a row is. The test suite runs these same
 tables (tests/test_ops.py, tests/test_checklist.py), so what a user runs here is what the
 continuous integration runs.
 """
@@ -11,12 +11,12 @@ from typing import NamedTuple
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import layers, ops
+from tinyattn.tools.checklist import efficient_attention, layers, ops
 from tinyattn.tools.checklist.cases import op_check
 from tinyattn.tools.gradcheck import compare_gradients
 
 OP_CASES = ops.OP_CASES
-LAYER_CASES = layers.LAYER_CASES
+LAYER_CASES = layers.LAYER_CASES + efficient_attention.LAYER_CASES
 
 ATOL, RTOL = 1e-7, 1e-5     # tighter than gradcheck's defaults: float64 differences are this good
 REL_FLOOR = 1e-4            # relative errors are reported where |numerical| is above this; below
