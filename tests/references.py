@@ -3,8 +3,10 @@ tinyattn computation gives and keeps."""
 import math
 
 import numpy as np
+import pytest
 
 import tinyattn as ta
+from tinyattn import engine
 
 
 def np_softmax(x):
@@ -48,3 +50,13 @@ def largest_saved_array(tensor):
                 largest = max(largest, item.size)
         nodes.extend(node.parents)
     return largest
+
+
+def assert_refused_before_any_node(fn, shapes, kwargs, error, message):
+    """fn(*leaves, **kwargs) on fresh leaves of `shapes` raises `error` matching `message`, and
+    no graph node was built before it did."""
+    leaves = [ta.tensor(a, requires_grad=True) for a in arrays(*shapes)]
+    first_probe = next(engine._node_counter)
+    with pytest.raises(error, match=message):
+        fn(*leaves, **kwargs)
+    assert next(engine._node_counter) == first_probe + 1     # no node was numbered in between

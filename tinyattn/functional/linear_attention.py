@@ -48,7 +48,7 @@ STEP = "linear_attention_step"
 
 
 def feature_map(x):
-    """phi(x) = elu(x) + 1, the paper's feature map: positive, and smooth at 0."""
+    """phi(x) = elu(x) + 1, the paper's feature map: x + 1 above 0, e^x below, always positive."""
     return elu(x) + 1.0
 
 
@@ -56,8 +56,9 @@ def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64
     """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
     the keys j <= i when causal (see the top of this file).
 
-    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev); the leading
-    axes broadcast; causal needs L == S. `chunk_size` (causal only) is the C of the chunked form:
+    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev), as in SDPA
+    (there S counts the keys; in the formulas S is the sum of phi(k_j) v_j^T); the leading axes
+    broadcast; causal needs L == S. `chunk_size` (causal only) is the C of the chunked form:
     any positive int gives the same numbers, and only speed and memory depend on it.
     """
     sizes = check_shapes(LINEAR, same_dtype=True, query=(query, "... L E"), key=(key, "... S E"),

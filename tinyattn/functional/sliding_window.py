@@ -37,8 +37,8 @@ def sliding_window_attention(query, key, value, window, is_causal=True, scale=No
     attn_mask=local_mask(L, window, is_causal))`, in work and memory that grow as L * window.
 
     Shapes: query (..., L, E), key (..., L, E), value (..., L, Ev) -> (..., L, Ev), as many keys
-    as queries; the leading axes broadcast. `window` is a positive int (at least L: full causal
-    or full attention); `scale` defaults to 1 / sqrt(E).
+    as queries; the leading axes broadcast. `window` is a positive int (L or more: plain causal
+    attention, or plain attention when not causal); `scale` defaults to 1 / sqrt(E).
     """
     sizes = check_shapes(SLIDING, same_dtype=True, query=(query, "... L E"), key=(key, "... L E"),
                          value=(value, "... L Ev"))

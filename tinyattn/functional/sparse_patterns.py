@@ -71,7 +71,8 @@ def strided_mask(length, stride):
      [0 0 1 0 0 1]]
     """
     check_sizes("strided_mask", length, stride=stride)
-    i, j = np.arange(length)[:, None], np.arange(length)[None, :]    # (L, 1), (1, L)
+    positions = np.arange(length)
+    i, j = positions[:, None], positions[None, :]                    # (L, 1), (1, L)
     return (j <= i) & ((i - j) % stride == 0)                        # (L, L)
 
 
