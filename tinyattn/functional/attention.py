@@ -59,8 +59,8 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
 
 
 def default_scale(E, op=SDPA):
-    """1 / sqrt(E), as a Python float (a NumPy float64 would upcast float32 scores); `op` is the
-    function whose error this is when E is 0."""
+    """1 / sqrt(E), as a Python float (a NumPy float64 would upcast float32 scores); `op` names
+    the function in the error for E = 0."""
     if E == 0:
         raise ValueError(f"{op}: queries and keys need a width E of 1 or more, got a width E of 0")
     return 1.0 / math.sqrt(E)
