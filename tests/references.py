@@ -1,7 +1,12 @@
-"""NumPy references and random inputs shared by the test files."""
+"""NumPy references and random inputs shared by the test files, and two probes of what a
+tinyattn computation gives and keeps."""
 import math
 
 import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn import engine
 
 
 def np_softmax(x):
@@ -21,3 +26,37 @@ def np_attention(q, k, v, allowed=None, scale=None):
 def arrays(*shapes, seed=0):
     random = np.random.default_rng(seed)
     return [random.standard_normal(shape) for shape in shapes]
+
+
+def output_and_gradients(fn, arrays, upstream, **kwargs):
+    """`fn(*leaves, **kwargs)` on fresh leaves holding `arrays`, then backward with `upstream`:
+    [the output, then the gradient of each input], as arrays."""
+    leaves = [ta.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*leaves, **kwargs)
+    out.backward(upstream)
+    return [out.data] + [leaf.grad for leaf in leaves]
+
+
+def largest_saved_array(tensor):
+    """The most elements of any array that the graph behind `tensor` keeps for backward."""
+    largest, seen, nodes = 0, set(), [tensor._node]
+    while nodes:
+        node = nodes.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for item in getattr(node, "saved", None) or ():
+            if isinstance(item, np.ndarray):
+                largest = max(largest, item.size)
+        nodes.extend(node.parents)
+    return largest
+
+
+def assert_refused_before_any_node(fn, shapes, kwargs, error, message):
+    """fn(*leaves, **kwargs) on fresh leaves of `shapes` raises `error` matching `message`, and
+    no graph node was built before it did."""
+    leaves = [ta.tensor(a, requires_grad=True) for a in arrays(*shapes)]
+    first_probe = next(engine._node_counter)
+    with pytest.raises(error, match=message):
+        fn(*leaves, **kwargs)
+    assert next(engine._node_counter) == first_probe + 1     # no node was numbered in between

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import attention, long_attention, overhead
+from tinyattn.tools.bench import attention, efficient_attention, long_attention, overhead
 
 
 def test_the_hand_written_chain_matches_tinyattn():
@@ -39,3 +39,15 @@ def test_rounds_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_efficient_variants_agree_with_their_references():
+    efficient_attention.check_efficient_agreement(window=8, length=29, chunk_size=4)
+
+
+def test_the_efficient_bench_prints_its_table(capsys):
+    ratios = efficient_attention.bench_efficient(1, length=40, width=8, window=4, chunk_size=4)
+    out = capsys.readouterr().out
+    assert "L = 40" in out and "sliding window" in out and "linear, causal" in out
+    assert set(ratios) == {"sdpa, causal", "sliding window", "linear, causal"}
+    assert ratios["sdpa, causal"] == (1.0, 1.0)

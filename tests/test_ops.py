@@ -71,6 +71,32 @@ def test_relu_gradient_at_zero_is_zero():
     np.testing.assert_array_equal(x.grad, [0, 0, 1])
 
 
+def test_cumsum_backward_is_a_reversed_running_sum():
+    x = ta.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    out = x.cumsum(axis=1)
+    np.testing.assert_array_equal(out.data, [[1, 3, 6], [4, 9, 15]])
+    out.backward(np.array([[1.0, 10.0, 100.0], [2.0, 20.0, 200.0]]))
+    np.testing.assert_array_equal(x.grad, [[111, 110, 100], [222, 220, 200]])
+
+
+def test_elu_limits_and_gradient_at_zero():
+    x = ta.tensor([-800.0, -1.0, 0.0, 1000.0], requires_grad=True)
+    with np.errstate(all="raise"):                 # no overflow on either branch
+        out = F.elu(x, alpha=2.0)
+        out.backward(np.ones(4))
+    np.testing.assert_allclose(out.data, [-2.0, 2 * np.expm1(-1.0), 0.0, 1000.0], rtol=1e-15)
+    # the gradient alpha e^x on x <= 0 (alpha at 0, as in PyTorch), 1 above 0
+    np.testing.assert_allclose(x.grad, [0.0, 2 * np.exp(-1.0), 2.0, 1.0], rtol=1e-15)
+
+
+def test_elu_with_a_negative_alpha_takes_the_branch_of_the_input():
+    x = ta.tensor([-1.0, 0.5], requires_grad=True)     # alpha < 0: out > 0 on both sides
+    out = F.elu(x, alpha=-3.0)
+    out.backward(np.ones(2))
+    assert np.all(out.data > 0)
+    np.testing.assert_allclose(x.grad, [-3.0 * np.exp(-1.0), 1.0], rtol=1e-15)
+
+
 def test_index_scatter_adds_repeated_indices():
     x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x[[0, 0, 2, 0]].backward(np.array([1.0, 10.0, 100.0, 1000.0]))

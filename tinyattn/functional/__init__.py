@@ -1,13 +1,22 @@
 """Functions on tensors, composed from the ops: `import tinyattn.functional as F`.
 
 Read in this order: basics (activations, softmax, layer norm, dropout, cross-entropy), then
-attention (scaled dot-product attention, with shape comments on every line), then flash_attention
-(the same attention, block by block).
+attention (scaled dot-product attention, with shape comments on every line), then attention that
+scales: flash_attention (the same attention, block by block), sparse_patterns (masks of the Sparse
+Transformer and Longformer), sliding_window (a band computed chunk by chunk) and linear_attention
+(Katharopoulos et al. 2020, causal by chunks).
 """
-from tinyattn.functional.basics import (softmax, log_softmax, relu, gelu, layer_norm, dropout,
+from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
                                         cross_entropy)
 from tinyattn.functional.attention import attention, scaled_dot_product_attention
 from tinyattn.functional.flash_attention import flash_attention
+from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, sparse_transformer_mask,
+                                                 global_mask, longformer_mask)
+from tinyattn.functional.sliding_window import sliding_window_attention
+from tinyattn.functional.linear_attention import linear_attention, linear_attention_step
 
-__all__ = ["softmax", "log_softmax", "relu", "gelu", "layer_norm", "dropout", "cross_entropy",
-           "attention", "scaled_dot_product_attention", "flash_attention"]
+__all__ = ["softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
+           "cross_entropy", "attention", "scaled_dot_product_attention", "flash_attention",
+           "local_mask", "strided_mask", "sparse_transformer_mask", "global_mask",
+           "longformer_mask", "sliding_window_attention", "linear_attention",
+           "linear_attention_step"]

@@ -29,6 +29,11 @@ def relu(x):
     return ops.Relu.apply(x)
 
 
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
+    return ops.Elu.apply(x, alpha=check_number("elu", "alpha", alpha))
+
+
 def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 

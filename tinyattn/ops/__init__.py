@@ -4,8 +4,8 @@ Read them in this order: elementwise, reductions, shape, matmul, softmax, then f
 whole attention fused into one op, block by block).
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
-                                      Where, where)
-from tinyattn.ops.reductions import Sum, Mean, Max
+                                      Elu, Where, where)
+from tinyattn.ops.reductions import Sum, Mean, Max, Cumsum
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, swapped_axes,
                                 unpacked, concatenate, stack)
 from tinyattn.ops.matmul import Matmul

@@ -1,9 +1,9 @@
-"""Reductions: sum, mean and max over some axes.
+"""Reductions: sum, mean and max over some axes, and the running sum cumsum along one axis.
 
 Backward sends each output element's gradient back to the input elements it was computed from:
-all of them for sum (each with weight 1) and mean (weight 1/n), the maxima for max. With
-`keepdims=False` the reduced axes were dropped from the output, so backward first puts them back as
-size-1 axes and then broadcasts over them.
+all of them for sum (each with weight 1) and mean (weight 1/n), the maxima for max, the elements
+at or before it for cumsum. With `keepdims=False` the reduced axes were dropped from the output,
+so backward first puts them back as size-1 axes and then broadcasts over them.
 """
 import math
 
@@ -71,6 +71,31 @@ class Max(Function):
         if any(a.shape[i] == 0 for i in normalize_axes(axis, a.ndim)):
             raise ValueError(f"cannot take the max over an empty axis of a tensor of shape "
                              f"{a.shape} (axis={axis})")
+
+
+class Cumsum(Function):
+    """out_i = a_0 + a_1 + ... + a_i along `axis` (a running sum; out has a's shape).
+
+        dL/da_j = sum_{i >= j} grad_i      a cumulative sum of grad taken from the far end
+
+    Why: a_j is a term of every out_i with i >= j, each with weight 1. So backward flips grad
+    along the axis, takes the running sum, and flips it back.
+    """
+
+    saves_arrays = False
+
+    def forward(self, a, axis):
+        self.saved = (axis,)
+        return np.cumsum(a, axis=axis)
+
+    def backward(self, grad):
+        axis, = self.saved
+        return (np.flip(np.cumsum(np.flip(grad, axis), axis=axis), axis),)
+
+    def check(self, a, axis):
+        if isinstance(axis, bool) or not isinstance(axis, INTEGERS):
+            raise TypeError(f"axis must be an int, got {axis!r}")
+        check_axes((axis,), a.ndim, f"axis {axis}")
 
 
 def normalize_axes(axis, ndim):

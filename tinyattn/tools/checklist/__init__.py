@@ -2,21 +2,22 @@
 
 Every row is compared against central finite differences in float64 with a random upstream
 gradient (see `tinyattn/tools/gradcheck.py`). The rows live in tables, one file per part of the
-library (`ops.py`, `layers.py`, `flash_attention.py`); `cases.py` says what a row is. The test
-suite runs these same tables (tests/test_ops.py, tests/test_checklist.py), so what a user runs
-here is what the continuous integration runs.
+library, each with OP_CASES and/or LAYER_CASES, gathered in TABLES below; `cases.py` says what a
+row is. The test suite runs these same tables (tests/test_ops.py, tests/test_checklist.py), so what
+a user runs here is what the continuous integration runs.
 """
 import argparse
 from typing import NamedTuple
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import flash_attention, layers, ops
+from tinyattn.tools.checklist import efficient_attention, flash_attention, layers, ops
 from tinyattn.tools.checklist.cases import op_check
 from tinyattn.tools.gradcheck import compare_gradients
 
-OP_CASES = ops.OP_CASES
-LAYER_CASES = layers.LAYER_CASES + flash_attention.LAYER_CASES
+TABLES = [ops, layers, flash_attention, efficient_attention]
+OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]
+LAYER_CASES = [case for table in TABLES for case in getattr(table, "LAYER_CASES", ())]
 
 ATOL, RTOL = 1e-7, 1e-5     # tighter than gradcheck's defaults: float64 differences are this good
 REL_FLOOR = 1e-4            # relative errors are reported where |numerical| is above this; below

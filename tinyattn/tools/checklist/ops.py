@@ -17,6 +17,10 @@ def np_log_softmax(x, axis=-1):
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
+def np_elu(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * (np.exp(x) - 1))
+
+
 BOOL_MASK = np.array([[True, False, True, True], [False, False, True, False],
                       [True, True, False, True]])
 CONDITION = np.array([[True], [False], [True]])
@@ -56,6 +60,11 @@ OP_CASES = [
     OpCase("tanh", lambda a: a.tanh(), np.tanh, ((3, 4),)),
     OpCase("relu", lambda a: a.relu(), lambda a: np.maximum(a, 0), ((3, 4),), "away_from_zero"),
     OpCase("F.relu", F.relu, lambda a: np.maximum(a, 0), ((2, 5),), "away_from_zero"),
+    OpCase("F.elu", F.elu, np_elu, ((3, 4),), "away_from_zero"),
+    OpCase("F.elu alpha 0.5", lambda a: F.elu(a, alpha=0.5), lambda a: np_elu(a, 0.5), ((3, 4),),
+         "away_from_zero"),
+    OpCase("F.elu negative alpha", lambda a: F.elu(a, alpha=-2.0), lambda a: np_elu(a, -2.0),
+         ((2, 5),), "away_from_zero"),
     # reductions
     OpCase("sum all", lambda a: a.sum(), np.sum, ((2, 3, 4),)),
     OpCase("sum axis", lambda a: a.sum(axis=1), lambda a: a.sum(axis=1), ((2, 3, 4),)),
@@ -71,6 +80,14 @@ OP_CASES = [
     OpCase("max axis", lambda a: a.max(axis=1), lambda a: a.max(axis=1), ((2, 3, 4),)),
     OpCase("max axes keepdims", lambda a: a.max(axis=(0, 2), keepdims=True),
          lambda a: a.max(axis=(0, 2), keepdims=True), ((2, 3, 4),)),
+    # running sums
+    OpCase("cumsum 1-d", lambda a: a.cumsum(0), lambda a: np.cumsum(a, axis=0), ((5,),)),
+    OpCase("cumsum axis 0", lambda a: a.cumsum(0), lambda a: np.cumsum(a, axis=0), ((2, 3, 4),)),
+    OpCase("cumsum axis 1", lambda a: a.cumsum(1), lambda a: np.cumsum(a, axis=1), ((2, 3, 4),)),
+    OpCase("cumsum axis -1", lambda a: a.cumsum(-1), lambda a: np.cumsum(a, axis=-1),
+         ((2, 3, 4),)),
+    OpCase("cumsum axis -3", lambda a: a.cumsum(axis=-3), lambda a: np.cumsum(a, axis=-3),
+         ((2, 3, 4),)),
     # shapes and indexing
     OpCase("reshape", lambda a: a.reshape(6, -1), lambda a: a.reshape(6, -1), ((2, 3, 4),)),
     OpCase("reshape tuple", lambda a: a.reshape((4, 6)), lambda a: a.reshape((4, 6)), ((2, 3, 4),)),

@@ -1,0 +1,136 @@
+"""Linear attention: Katharopoulos et al. 2020, "Transformers are RNNs: Fast Autoregressive
+Transformers with Linear Attention".
+
+Softmax attention weighs value j for query i by exp(q_i . k_j), normalised over the keys. Linear
+attention puts a dot product of features in place of the exponential, sim(q, k) = phi(q) . phi(k),
+with phi(x) = elu(x) + 1 (positive, so that every weight is):
+
+    out_i = sum_j (phi(q_i) . phi(k_j)) v_j / sum_j phi(q_i) . phi(k_j)
+          = phi(q_i) @ S / (phi(q_i) @ z + eps),   S = sum_j phi(k_j) v_j^T  (E, Ev)
+                                                   z = sum_j phi(k_j)        (E,)
+
+Moving the brackets is the whole trick: S and z do not depend on i, so they are computed once, in
+L E Ev work, and no (L, L) matrix of weights ever exists. (eps keeps the denominator away from 0,
+as in the authors' code.) The result is a different function from softmax
+attention, not an approximation of it computed faster.
+
+Causal: query i may use only the keys j <= i, so S and z become prefix sums. In one line:
+
+    S_i = cumsum_j phi(k_j) v_j^T                      (L, E, Ev): S_i = sum_{j <= i} phi(k_j) v_j^T
+    z_i = cumsum_j phi(k_j)                            (L, E)
+    out_i = phi(q_i) @ S_i / (phi(q_i) @ z_i + eps)
+
+That is the definition, and the tests compare with it; but it holds an (L, E, Ev) array, Ev times
+the size of the keys. `linear_attention` computes the same numbers by chunks of C positions: it
+takes the prefix sums over chunks instead of over positions, which gives the running state (S, z)
+before each chunk, and inside a chunk it takes the chunk's own keys as softmax attention would,
+through a causal C x C matrix. For chunk c, with Q_c, K_c, V_c its C rows:
+
+    S_c   = sum_{c' < c} phi(K_c')^T V_c'                         (E, Ev)  the state before c
+    z_c   = sum_{c' < c} phi(K_c')^T 1                            (E, 1)
+    A_c   = tril(phi(Q_c) phi(K_c)^T)                             (C, C)   j <= i in the chunk
+    out_c = (phi(Q_c) S_c + A_c V_c) / (phi(Q_c) z_c + A_c 1 + eps)
+
+All chunks are computed at once, as one batch of matrix products; the states are a cumsum over the
+chunks (`Tensor.cumsum`). The largest arrays are the states, (L / C, E, Ev), and the weights within the chunks,
+(L / C, C, C): nothing of size (L, E, Ev) or (L, L). With C = 1 and the state carried from one
+token to the next, this is an RNN whose state does not grow: `linear_attention_step`, which is how
+a linear transformer generates.
+"""
+import numpy as np
+
+from tinyattn import ops
+from tinyattn.arguments import check_ints, check_number, check_shapes
+from tinyattn.functional.basics import elu
+
+LINEAR = "linear_attention"
+STEP = "linear_attention_step"
+
+
+def feature_map(x):
+    """phi(x) = elu(x) + 1, the paper's feature map: x + 1 above 0, e^x below, always positive."""
+    return elu(x) + 1.0
+
+
+def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64):
+    """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
+    the keys j <= i when causal (see the top of this file).
+
+    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev), as in SDPA
+    (there S counts the keys; in the formulas S is the sum of phi(k_j) v_j^T); the leading axes
+    broadcast; causal needs L == S. `chunk_size` (causal only) is the C of the chunked form:
+    any positive int gives the same numbers, and only speed and memory depend on it.
+    """
+    sizes = check_shapes(LINEAR, same_dtype=True, query=(query, "... L E"), key=(key, "... S E"),
+                         value=(value, "... S Ev"))
+    if is_causal and sizes["L"] != sizes["S"]:
+        raise ValueError(f"{LINEAR}: causal attention needs as many keys as queries (L == S), got "
+                         f"query {query.shape}, key {key.shape}, value {value.shape}")
+    eps = check_number(LINEAR, "eps", eps, low=0)
+    check_ints(LINEAR, low=1, chunk_size=chunk_size)
+
+    if is_causal:
+        return causal_linear_attention(query, key, value, eps, chunk_size)
+    phi_q, phi_k = feature_map(query), feature_map(key)     # (..., L, E), (..., S, E)
+    S = phi_k.mT @ value                                    # (..., E, Ev)  sum_j phi(k_j) v_j^T
+    z = phi_k.mT.sum(axis=-1, keepdims=True)                # (..., E, 1)   sum_j phi(k_j)
+    return (phi_q @ S) / (phi_q @ z + eps)                  # (..., L, Ev) / (..., L, 1)
+
+
+def causal_linear_attention(query, key, value, eps, C):
+    """The chunked causal form: query, key (..., L, E) and value (..., L, Ev), L == S."""
+    *_, L, E = query.shape
+    n = -(-L // C)                                  # number of chunks, the last one padded to C
+    # 1. Cut the positions into n chunks of C. The padding comes after every real position, so
+    #    causality hides it from the real queries; its own outputs are dropped at the end.
+    Q, K, V = (chunked(x, n, C) for x in (query, key, value))   # (..., n, C, E|Ev)
+    phi_Q, phi_K = feature_map(Q), feature_map(K)               # (..., n, C, E)
+    # 2. Across chunks: the state before chunk c sums phi(k) v^T and phi(k) over earlier chunks.
+    KV = phi_K.mT @ V                               # (..., n, E, Ev)  chunk c's sum phi(k_j) v_j^T
+    k_sum = phi_K.mT.sum(axis=-1, keepdims=True)    # (..., n, E, 1)   chunk c's sum phi(k_j)
+    S = KV.cumsum(axis=-3) - KV                     # (..., n, E, Ev)  sum over chunks before c
+    z = k_sum.cumsum(axis=-3) - k_sum               # (..., n, E, 1)
+    # 3. Within a chunk: the causal C x C form.
+    A = (phi_Q @ phi_K.mT) * np.tril(np.ones((C, C), query.dtype))   # (..., n, C, C)  j <= i
+    numerator = phi_Q @ S + A @ V                   # (..., n, C, Ev)
+    denominator = phi_Q @ z + A.sum(axis=-1, keepdims=True) + eps   # (..., n, C, 1)
+    out = numerator / denominator                   # (..., n, C, Ev)
+    # 4. The chunks back in a row, without the padding.
+    out = out.reshape(*out.shape[:-3], n * C, out.shape[-1])         # (..., n C, Ev)
+    return out[..., :L, :]                          # (..., L, Ev)
+
+
+def chunked(x, n, C):
+    """x (..., L, D) padded with zeros to n C positions and cut into chunks: (..., n, C, D)."""
+    *leading, L, D = x.shape
+    x = ops.concatenate([x, np.zeros((*leading, n * C - L, D), x.dtype)], axis=-2)
+    return x.reshape(*leading, n, C, D)
+
+
+def linear_attention_step(query, key, value, state=None, eps=1e-6):
+    """Causal linear attention for one position, as a step of an RNN (the paper's section 3.4):
+
+        S_i = S_{i-1} + phi(k_i) v_i^T,   z_i = z_{i-1} + phi(k_i)
+        out_i = phi(q_i) @ S_i / (phi(q_i) @ z_i + eps)
+
+    query (..., E), key (..., E), value (..., Ev) are one position's; `state` is the (S, z) that
+    the previous step returned, (..., E, Ev) and (..., E), or None at the first position. Returns
+    (out (..., Ev), (S, z)). Stepping through a sequence gives `linear_attention(...,
+    is_causal=True)` position by position, with a state whose size does not grow.
+    """
+    tensors = dict(query=(query, "... E"), key=(key, "... E"), value=(value, "... Ev"))
+    if state is not None:
+        if not (isinstance(state, tuple) and len(state) == 2):
+            raise TypeError(f"{STEP}: state must be the (S, z) pair a previous step returned, or "
+                            f"None, got {type(state).__name__}")
+        tensors.update(S=(state[0], "... E Ev"), z=(state[1], "... E"))
+    check_shapes(STEP, same_dtype=True, **tensors)
+    eps = check_number(STEP, "eps", eps, low=0)
+
+    phi_q, phi_k = feature_map(query), feature_map(key)    # (..., E), (..., E)
+    outer = phi_k[..., :, None] * value[..., None, :]      # (..., E, Ev)  phi(k_i) v_i^T
+    S = outer if state is None else state[0] + outer       # (..., E, Ev)
+    z = phi_k if state is None else state[1] + phi_k       # (..., E)
+    numerator = (phi_q[..., None, :] @ S)[..., 0, :]       # (..., Ev)
+    denominator = (phi_q * z).sum(axis=-1, keepdims=True) + eps   # (..., 1)
+    return numerator / denominator, (S, z)

@@ -1,0 +1,86 @@
+"""Sliding-window (local) attention, computed chunk by chunk so that its cost grows as L * window.
+
+Query i sees only the keys near it:
+
+    causal, as Mistral 7B (Jiang et al. 2023):        i - window < j <= i    (window keys)
+    not causal, as Longformer (Beltagy et al. 2020):  |i - j| < window       (2 window - 1 keys)
+
+SDPA with this band as its mask (`sparse_patterns.local_mask`) gives the same result, but it
+scores all L x L pairs and throws most of them away. Here the positions are cut into chunks of C =
+window positions (the last one padded), and every key that a query of chunk c may see lies in
+chunk c - 1 or c (or c + 1, when not causal). So each chunk of C queries is scored against those
+2C (3C) keys only, and the band is masked inside them:
+
+    queries of chunk c:  positions [c C, (c + 1) C)
+    their keys:          positions [(c - 1) C, (c + 1) C), or up to (c + 2) C when not causal
+
+L / C chunks of (C, 2C) scores: 2 L window scores in all instead of L^2, and as much work.
+Longformer's code has the same idea ("sliding_chunks_no_overlap"), there without the mask: each
+query sees its three chunks whole, between w and 2w keys on each side.
+"""
+import math
+
+import numpy as np
+
+from tinyattn import ops
+from tinyattn.arguments import check_ints, check_number, check_shapes
+from tinyattn.functional.attention import default_scale
+from tinyattn.functional.basics import softmax
+from tinyattn.functional.sparse_patterns import in_band
+
+SLIDING = "sliding_window_attention"
+
+
+def sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
+    """Attention of each query to the keys within `window` positions of it (see the top of this
+    file): the same result as `F.scaled_dot_product_attention(query, key, value,
+    attn_mask=local_mask(L, window, is_causal))`, in work and memory that grow as L * window.
+
+    Shapes: query (..., L, E), key (..., L, E), value (..., L, Ev) -> (..., L, Ev), as many keys
+    as queries; the leading axes broadcast. `window` is a positive int (L or more: plain causal
+    attention, or plain attention when not causal); `scale` defaults to 1 / sqrt(E).
+    """
+    sizes = check_shapes(SLIDING, same_dtype=True, query=(query, "... L E"), key=(key, "... L E"),
+                         value=(value, "... L Ev"))
+    check_ints(SLIDING, low=1, window=window)
+    L, E = sizes["L"], sizes["E"]
+    scale = default_scale(E, SLIDING) if scale is None else check_number(SLIDING, "scale", scale)
+    C = max(1, min(window, L))              # chunk size: a query's keys lie in its neighbour chunks
+    n = -(-L // C)                          # number of chunks, the last one padded to C positions
+    spans = 2 if is_causal else 3           # chunks of keys per chunk of queries
+    after = n * C - L                       # padding of the last chunk
+
+    # 1. Cut the queries into chunks; scaling them here costs L E products, not 2 L C.
+    queries = padded(query * scale, 0, after)                      # (..., n C, E)
+    queries = queries.reshape(*queries.shape[:-2], n, C, E)        # (..., n, C, E)
+    # 2. Each chunk's keys and values: chunks c - 1, c (and c + 1), side by side.
+    keys = neighbour_chunks(key, C, n, spans)                      # (..., n, spans C, E)
+    values = neighbour_chunks(value, C, n, spans)                  # (..., n, spans C, Ev)
+    # 3. Score the chunks, keep the band: query i = c C + a, key j = (c - 1) C + b.
+    i = np.arange(n * C).reshape(n, C, 1)                          # (n, C, 1)
+    j = (np.arange(n).reshape(n, 1, 1) - 1) * C + np.arange(spans * C)   # (n, 1, spans C)
+    allowed = in_band(i, j, window, is_causal) & (0 <= j) & (j < L)      # (n, C, spans C)
+    scores = queries @ keys.mT                                     # (..., n, C, spans C)
+    scores = ops.where(allowed, scores, -math.inf)                 # (..., n, C, spans C)
+    weights = softmax(scores, axis=-1)                             # (..., n, C, spans C)
+    # 4. Average the values, put the chunks back in a row, drop the padding.
+    out = weights @ values                                         # (..., n, C, Ev)
+    out = out.reshape(*out.shape[:-3], n * C, out.shape[-1])       # (..., n C, Ev)
+    return out[..., :L, :]                                         # (..., L, Ev)
+
+
+def neighbour_chunks(x, C, n, spans):
+    """For each chunk c of x's positions, chunks c - 1 .. c + spans - 2 side by side: x (..., L, D)
+    -> (..., n, spans C, D). Positions before 0 and past L are zeros (the mask hides them)."""
+    *leading, L, D = x.shape
+    x = padded(x, C, (n + spans - 2) * C - L)                      # (..., (n + spans - 1) C, D)
+    chunks = x.reshape(*leading, n + spans - 1, C, D)              # (..., n + spans - 1, C, D)
+    return ops.concatenate([chunks[..., s:s + n, :, :] for s in range(spans)],
+                           axis=-2)                                # (..., n, spans C, D)
+
+
+def padded(x, before, after):
+    """x (..., L, D) with `before` rows of zeros in front and `after` rows behind."""
+    *leading, L, D = x.shape
+    return ops.concatenate([np.zeros((*leading, before, D), x.dtype), x,
+                            np.zeros((*leading, after, D), x.dtype)], axis=-2)

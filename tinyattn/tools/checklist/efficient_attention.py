@@ -1,0 +1,51 @@
+"""The checklist's rows for attention that scales: sliding-window attention, attention under the
+sparse patterns' masks, and linear attention (all keys, causal by chunks, one step at a time).
+Each is checked as a whole with respect to query, key and value."""
+import tinyattn as ta
+import tinyattn.functional as F
+from tinyattn.tools.checklist.cases import LayerCase, function
+
+QKV = ((2, 5, 4), (2, 5, 4), (2, 5, 3))     # query, key, value (B, L, E|Ev): L = 5 leaves a
+BROADCAST = ((2, 1, 5, 4), (1, 3, 5, 4), (3, 5, 3))   # short last chunk for chunks of 2 and 3
+
+
+def linear_attention_by_steps(query, key, value):
+    """`F.linear_attention_step` over every position of (B, L, E) inputs, outputs stacked."""
+    outputs, state = [], None
+    for t in range(query.shape[-2]):
+        out, state = F.linear_attention_step(query[..., t, :], key[..., t, :], value[..., t, :],
+                                             state)
+        outputs.append(out)                                # (B, Ev)
+    return ta.stack(outputs, axis=-2)                      # (B, L, Ev)
+
+
+LAYER_CASES = [
+    LayerCase("sliding window: causal, window 2",
+              function(F.sliding_window_attention, *QKV, window=2)),
+    LayerCase("sliding window: not causal, window 2",
+              function(F.sliding_window_attention, *QKV, window=2, is_causal=False)),
+    LayerCase("sliding window: causal, window 3, scale 0.7",
+              function(F.sliding_window_attention, *QKV, window=3, scale=0.7)),
+    LayerCase("sliding window: window 1 (itself only)",
+              function(F.sliding_window_attention, *QKV, window=1, is_causal=False)),
+    LayerCase("sliding window: window > L",
+              function(F.sliding_window_attention, *QKV, window=8, is_causal=False)),
+    LayerCase("sliding window: broadcast batch",
+              function(F.sliding_window_attention, *BROADCAST, window=2, is_causal=False)),
+    LayerCase("attention: sdpa, Sparse Transformer mask", function(F.scaled_dot_product_attention, *QKV,
+                                                        attn_mask=F.sparse_transformer_mask(5, 2))),
+    LayerCase("attention: sdpa, Longformer mask", function(F.scaled_dot_product_attention, *QKV,
+                                                attn_mask=F.longformer_mask(5, 2, [0]))),
+    LayerCase("linear attention: L != S",
+              function(F.linear_attention, (2, 3, 4), (2, 5, 4), (2, 5, 3))),
+    LayerCase("linear attention: broadcast batch", function(F.linear_attention, *BROADCAST)),
+    LayerCase("linear attention: causal, chunks of 2",
+              function(F.linear_attention, *QKV, is_causal=True, chunk_size=2)),
+    LayerCase("linear attention: causal, chunks of 1",
+              function(F.linear_attention, *QKV, is_causal=True, chunk_size=1)),
+    LayerCase("linear attention: causal, C > L, eps 0",
+              function(F.linear_attention, *QKV, is_causal=True, chunk_size=8, eps=0.0)),
+    LayerCase("linear attention: causal, broadcast batch",
+              function(F.linear_attention, *BROADCAST, is_causal=True, chunk_size=3)),
+    LayerCase("linear attention: one step at a time", function(linear_attention_by_steps, *QKV)),
+]
