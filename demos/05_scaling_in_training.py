@@ -11,7 +11,7 @@ loss and accuracy of both runs, and a summary of both head sizes; it draws both 
 The picture is `scaling_in_training.png` in the output folder (when matplotlib is installed).
 The full run needs about 20 s of processor time with BLAS on one thread, which is its run time on
 an idle machine; on a 2-core machine kept busy by other work (load 6-7) it took 43 s, and 58 s
-with demo 6 running at the same time. `--quick` trains for 40 steps only.
+with demo 6 running at the same time. `--quick` trains for 30 steps only.
 
 The task, associative recall. The model sees 12 (key, value) pairs, then is asked for one key and
 must answer that key's value:
@@ -76,7 +76,7 @@ HEAD_DIM, CONTROL_HEAD_DIM = 256, 32
 SCALINGS = {"scaled": None, "unscaled": 1.0}    # scale=None means 1/sqrt(head_dim)
 TARGET_ACCURACY = 0.9           # "learned the task": this share of held-out questions answered
 FULL = {"steps": 300, "eval_every": 25, "print_every": 100}
-QUICK = {"steps": 40, "eval_every": 10, "print_every": 20}
+QUICK = {"steps": 30, "eval_every": 10, "print_every": 10}
 TIMED_PASSES = {"full": 20, "quick": 3}    # forward and backward passes timed per model
 
 README_ENTRY = """\

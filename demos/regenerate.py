@@ -49,7 +49,7 @@ README = ROOT / "README.md"
 PICTURES = ROOT / "docs" / "pictures"
 RESULTS = PICTURES / "results.json"
 START, END = "<!-- demos:start -->", "<!-- demos:end -->"
-WIDTH, INDENT = 100, "   "       # the README's line width; a list item's continuation lines
+WIDTH = 100                      # the README's line width
 PICTURE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")       # ![alt](path): the path
 RUN_ONE = ("import importlib, json, sys; "
            "numbers = importlib.import_module(sys.argv[1]).main([sys.argv[2]]); "
@@ -63,14 +63,16 @@ def demo_names():
 
 def readme_entry(name, results):
     """Demo `name`'s README_ENTRY filled with its numbers in `results`, each paragraph rewrapped
-    to the README's width (numbers change the lines' lengths), under its list item."""
+    to the README's width (numbers change the lines' lengths) and indented under the list item's
+    number ("7. ", "10. "), as markdown wants."""
     if name not in results:
         raise KeyError(f"no numbers recorded for demo {name}: run python demos/regenerate.py "
                        f"{name[:2]}")
     paragraphs = importlib.import_module(name).README_ENTRY.format(**results[name]).split("\n\n")
+    indent = " " * len(paragraphs[0].split()[0] + " ")
     return "\n\n".join(
-        textwrap.fill(" ".join(paragraph.split()), WIDTH, initial_indent=INDENT if i else "",
-                      subsequent_indent=INDENT, break_long_words=False, break_on_hyphens=False)
+        textwrap.fill(" ".join(paragraph.split()), WIDTH, initial_indent=indent if i else "",
+                      subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
         for i, paragraph in enumerate(paragraphs))
 
 
