@@ -10,8 +10,8 @@ pass through `F.scaled_dot_product_attention`, scaled (the default, 1/sqrt(d_k))
     python demos/04_sqrt_dk.py [output folder] [--quick]
 
 It prints two tables and draws `sqrt_dk.png` in the output folder when matplotlib is installed.
-`--quick` sweeps fewer widths (16 ... 1024); the full sweep (4 ... 4096) needs under 2 s of
-processor time with BLAS on one thread (4 s on a busy 2-core machine).
+`--quick` sweeps fewer widths (16 ... 1024); the full sweep (4 ... 4096) used 1.6-2.9 s of
+processor time with BLAS on one thread, and took 4-6 s on a busy 2-core machine.
 
 Why the scores grow: q . k = q_1 k_1 + ... + q_dk k_dk is a sum of d_k independent products, each
 of mean 0 and variance 1 when q and k have unit-variance entries, so its variance is d_k and its

@@ -9,8 +9,8 @@ loss and accuracy of both runs, and a summary of both head sizes; it draws both 
     python demos/05_scaling_in_training.py [output folder] [--quick]
 
 The picture is `scaling_in_training.png` in the output folder (when matplotlib is installed).
-The full run needs about 20 s of processor time with BLAS on one thread, which is its run time on
-an idle machine; on a 2-core machine kept busy by other work (load 6-7) it took 43 s, and 58 s
+The full run used 20-31 s of processor time with BLAS on one thread (roughly its run time on an
+idle machine); on a 2-core machine kept busy by other work (load 6-7) it took 43-71 s, and 58 s
 with demo 6 running at the same time. `--quick` trains for 30 steps only.
 
 The task, associative recall. The model sees 12 (key, value) pairs, then is asked for one key and

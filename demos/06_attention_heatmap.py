@@ -8,8 +8,8 @@ examples, of where each head looks and whether that is where the task needs it t
     python demos/06_attention_heatmap.py [output folder] [--quick]
 
 The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed). The
-full run needs about 9 s of processor time with BLAS on one thread, which is its run time on an
-idle machine; on a 2-core machine kept busy by other work (load 6-7) it took 22 s, and 36 s with
+full run used 9-14 s of processor time with BLAS on one thread (roughly its run time on an idle
+machine); on a 2-core machine kept busy by other work (load 6-7) it took 22-33 s, and 36 s with
 demo 5 running at the same time (and 183 s with BLAS free to use both cores' threads: small
 products gain nothing from threads that wait for a core). `--quick` trains for 80 steps.
 

@@ -1,6 +1,6 @@
 """Rerun the demos and rewrite what the README shows of them: pictures, numbers and the demo list.
 
-    python demos/regenerate.py             # every demo, in full (75-95 s on a busy 2-core machine)
+    python demos/regenerate.py             # every demo in full: 1.5-2 min on a busy 2-core machine
     python demos/regenerate.py 04 05       # only these; the others keep their recorded numbers
 
 Each numbered demo (`demos/NN_name.py`) runs in full in a Python process of its own, with BLAS on
@@ -14,7 +14,7 @@ returns are kept. Once every demo asked for has run, and only then:
 - the README's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
   rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order.
 
-It prints how long each demo took, and the processor time it used (about its run time on an idle
+It prints how long each demo took, and the processor time it used (roughly its run time on an idle
 machine). tests/test_readme.py checks, without running any demo, that the
 README's list is the templates filled with results.json and that every picture it links exists:
 a number edited by hand, or a template changed without a rerun, fails the tests.
