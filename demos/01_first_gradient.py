@@ -5,8 +5,10 @@ chain rule written out by hand, and by central finite differences -- and that al
 
     python demos/01_first_gradient.py
 
-(It draws no picture; like every demo it accepts an output folder and `--quick`, which change
-nothing here.)
+It prints dL/dx and the first row of dL/dW from each of the three, and the largest difference
+between tinyattn and the other two. It draws no picture and writes no file (like every demo it
+accepts an output folder and `--quick`, which change nothing here). It runs in 0.4-0.7 s,
+Python's start included, on a busy 2-core machine.
 
 The expression, for a vector x and a matrix W:
 
@@ -24,6 +26,11 @@ import numpy as np
 
 import demo_tools
 import tinyattn as ta
+
+README_ENTRY = """\
+1. [`01_first_gradient.py`](demos/01_first_gradient.py) — one gradient computed three ways: by
+   tinyattn's backward, by the chain rule written out by hand, and by finite differences; they
+   agree to {worst_difference:.0e}. (Text only.)"""
 
 
 def loss_numpy(W, x):
@@ -65,23 +72,19 @@ def main(argv=None):
     demo_tools.parse(__doc__, argv)
     random = np.random.default_rng(0)
     W, x = random.standard_normal((3, 4)), random.standard_normal(4)
-    paragraphs = __doc__.split("\n\n")
-    print("\n\n".join([paragraphs[1], *paragraphs[4:8]]), "\n")  # what it shows, the math
     results = {"tinyattn": by_tinyattn(W, x), "by hand": by_hand(W, x),
                "finite differences": by_finite_differences(W, x)}
-    for name, index in (("dL/dx", 1), ("dL/dW, first row", 0)):
+    for name, pick in (("dL/dx", lambda grads: grads[1]),
+                       ("dL/dW, first row", lambda grads: grads[0][0])):
         print(name)
         for method, grads in results.items():
-            values = grads[index] if index == 1 else grads[index][0]
-            print(f"  {method:<20}", np.array2string(values, precision=8, floatmode="fixed"))
+            print(f"  {method:<20}", np.array2string(pick(grads), precision=8, floatmode="fixed"))
     worst = max(np.abs(results["tinyattn"][i] - results[other][i]).max()
                 for other in ("by hand", "finite differences") for i in (0, 1))
-    print(f"\nlargest difference between tinyattn and the other two: {worst:.1e}")
-    if worst < 1e-8:      # central differences in float64 are good to about 1e-10 here
-        print("the three agree, to the accuracy finite differences allow")
-    else:
-        print("they DISAGREE: one of the three is wrong")
-    return worst
+    print(f"\nlargest difference between tinyattn and the other two: {worst:.1e}: "
+          + ("they agree, to the accuracy finite differences allow" if worst < 1e-8 else
+             "they DISAGREE, so one of the three is wrong"))
+    return {"worst_difference": float(worst)}
 
 
 if __name__ == "__main__":

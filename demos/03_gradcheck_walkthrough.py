@@ -11,8 +11,9 @@ What it shows, in four steps printed as they run:
 
     python demos/03_gradcheck_walkthrough.py [output folder] [--quick]
 
-It writes one picture (error against eps) when matplotlib is installed. `--quick` tries fewer step
-sizes; the whole demo takes a second or two either way.
+It draws `gradcheck_eps.png` (error against eps) when matplotlib is installed. `--quick` tries
+fewer step sizes. The full run used 1.6-2.5 s of processor time, and took 4-5 s on a busy 2-core
+machine.
 
 The check rests on one scalar. For a function f and a fixed random v shaped like f's output, take
 
@@ -22,9 +23,23 @@ One backward sweep seeded with v (`f(x).backward(v)`) gives dL/dx. Nudging one e
 ways estimates the same number without any backward rule:
 
     dL/dx_i  ~  (L(x + eps e_i) - L(x - eps e_i)) / (2 eps)        (error of order eps^2)
-"""
-import time
 
+With v = ones and f = softmax, L = sum(softmax(x)) = 1 for every x: its gradient is zero, and a
+softmax backward that returned zeros would pass. A random v makes every output count.
+
+Step 2 finds the key projection's bias with a gradient of zero up to rounding, and rightly: adding
+b to every key adds q.b to all the scores of query q, and softmax ignores a shift shared by a
+whole row. In step 3 the ratio numerical / analytical is, element by element, the factor the wrong
+backward forgot: a wrong rule usually leaves a pattern like this.
+
+Step 4. For large eps the error is the eps^2 term the formula neglects; for small eps, L(x + eps)
+and L(x - eps) agree in almost every digit and rounding is what is left of their difference. One
+element's error curve is jagged: at some eps the rounding error happens to cancel part of the
+eps^2 error, and float32 can even land closer than float64 there. That is luck, not a better
+method, so the demo compares the two precisions by the median error over many elements (random
+x and v, every element of x). At the smallest eps, float32's x + eps rounds back to x and the
+step is lost entirely: that is why gradcheck wants float64.
+"""
 import numpy as np
 
 import demo_tools
@@ -38,6 +53,18 @@ SEED = 0
 EPS = 1e-6
 EPS_STEPS_FULL = [10.0 ** -k for k in range(1, 11)]     # 1e-1 ... 1e-10
 EPS_STEPS_QUICK = [1e-1, 1e-2, 1e-4, 1e-6, 1e-8, 1e-10]
+EPS_DRAWS = 20                    # random (x, v) pairs of size 5: 100 elements for the medians
+
+README_ENTRY = """\
+3. [`03_gradcheck_walkthrough.py`](demos/03_gradcheck_walkthrough.py) — one numerical and one
+   analytical gradient side by side; `ta.gradcheck` on multi-head attention
+   ({mha_numbers_compared} numbers, worst difference {mha_worst_abs:.1e}); a Sigmoid with a wrong
+   backward, caught and located; and how the step eps trades truncation against rounding: over
+   {eps_elements} elements, the median error is smallest at eps = {best_eps_float64:.0e} in
+   float64 ({best_median_float64:.0e}) and at eps = {best_eps_float32:.0e} in float32
+   ({best_median_float32:.0e}, {float32_over_float64:.0e} times larger).
+
+   ![error of central differences against eps](docs/pictures/gradcheck_eps.png)"""
 
 
 def central_difference(loss, x, index, eps):
@@ -85,28 +112,23 @@ class WrongSigmoid(Sigmoid):
         return (grad * s,)
 
 
-def step_one_element(random):
-    print("\n1. One element by hand: L(x) = <v, softmax(x)>, x and v random, shape (5,)")
-    x, v = random.standard_normal(5), random.standard_normal(5)
-    index = 2
+def step_one_element(x, v, index):
+    print(f"1. One element by hand: L(x) = <v, softmax(x)>, x and v random, shape {x.shape}")
     numerical = central_difference(softmax_loss(v), x, index, EPS)
-    analytical = softmax_gradient(x, v)[index]
+    analytical = float(softmax_gradient(x, v)[index])
+    sum_gradient = float(np.abs(softmax_gradient(x, np.ones_like(v))).max())
     print(f"numerical  dL/dx[{index}] = {numerical:+.12f}   (central difference, eps = {EPS:g})")
     print(f"analytical dL/dx[{index}] = {analytical:+.12f}   (softmax backward, seeded with v)")
-    print(f"difference              {abs(numerical - analytical):.1e}")
-    sum_gradient = softmax_gradient(x, np.ones(5))
-    print("Why a random v: with v = ones, L = sum(softmax(x)) = 1 for every x, so its gradient is")
-    print(f"zero (largest |dL/dx| here: {np.abs(sum_gradient).max():.1e}), and a softmax backward "
-          "that returned\nzeros would pass. With a random v, every output counts.")
-    return {"one_element_numerical": numerical, "one_element_analytical": float(analytical),
-            "sum_of_softmax_gradient": float(np.abs(sum_gradient).max())}, (x, v, index)
+    print(f"difference {abs(numerical - analytical):.1e}; with v = ones instead, the largest "
+          f"|dL/dx| is {sum_gradient:.1e}")
+    return {"one_element_numerical": numerical, "one_element_analytical": analytical,
+            "sum_of_softmax_gradient": sum_gradient}
 
 
 def step_multi_head_attention(random):
     embed_dim, num_heads, batch, length = 8, 2, 2, 3
-    print(f"\n2. ta.gradcheck on nn.MultiHeadAttention(embed_dim={embed_dim}, "
-          f"num_heads={num_heads}),\n   input (B, T, E) = ({batch}, {length}, {embed_dim}), "
-          "float64, every element of the input and of every parameter")
+    print(f"\n2. ta.gradcheck on nn.MultiHeadAttention({embed_dim}, {num_heads}), input (B, T, E) "
+          f"= ({batch}, {length}, {embed_dim}), float64, every element of every input")
     ta.manual_seed(SEED)
     attention = nn.MultiHeadAttention(embed_dim, num_heads)
     x = ta.tensor(random.standard_normal((batch, length, embed_dim)), requires_grad=True)
@@ -117,31 +139,22 @@ def step_multi_head_attention(random):
         """The parameters are gradcheck's inputs too: it nudges their data in place."""
         return attention(x)[0]
 
-    started = time.perf_counter()
-    comparisons = compare_gradients(attention_output, inputs)
+    comparisons = compare_gradients(attention_output, inputs)     # what gradcheck compares
     passed = ta.gradcheck(attention_output, inputs)
-    seconds = time.perf_counter() - started
     analytical = np.array([c.analytical for c in comparisons])
-    numerical = np.array([c.numerical for c in comparisons])
-    absolute = np.abs(analytical - numerical)
-    relative = absolute / np.maximum(np.abs(numerical), 1e-3)
-    rows = []
-    for i, name in enumerate(("input x", *names)):
-        mine = np.array([c.input == i for c in comparisons])
-        rows.append([name, str(inputs[i].shape), str(mine.sum()),
-                     f"{np.abs(analytical[mine]).max():.1e}", f"{absolute[mine].max():.1e}"])
-    demo_tools.print_table(["checked", "shape", "numbers", "largest |grad|", "worst |diff|"], rows)
-    print(f"gradcheck passed: {passed}; {len(comparisons)} numbers compared, each from two "
-          f"forward passes ({seconds:.1f} s for both checks)")
-    print(f"worst absolute difference {absolute.max():.1e}; worst relative difference "
-          f"{relative.max():.1e} (|diff| / max(|numerical|, 1e-3))")
-    key_bias = np.array([c.input == 1 + names.index("k_proj.bias") for c in comparisons])
-    largest = np.abs(analytical[key_bias]).max()
-    print(f"k_proj.bias gets a gradient of at most {largest:.0e}: zero up to rounding, and rightly: "
-          "adding b to\nevery key adds q.b to all the scores of query q, and softmax ignores "
-          "a shift shared\nby a whole row.")
+    absolute = np.abs(analytical - np.array([c.numerical for c in comparisons]))
+    owner = np.array([c.input for c in comparisons])             # which input each number is of
+    demo_tools.print_table(
+        ["checked", "shape", "numbers", "largest |grad|", "worst |diff|"],
+        [[name, str(inputs[i].shape), str((owner == i).sum()),
+          f"{np.abs(analytical[owner == i]).max():.1e}", f"{absolute[owner == i].max():.1e}"]
+         for i, name in enumerate(("input x", *names))])
+    print(f"gradcheck passed: {passed}; {len(comparisons)} numbers compared, worst absolute "
+          f"difference {absolute.max():.1e}")
+    key_bias = owner == 1 + names.index("k_proj.bias")
     return {"mha_passed": passed, "mha_numbers_compared": len(comparisons),
-            "mha_worst_abs": float(absolute.max()), "mha_worst_rel": float(relative.max())}
+            "mha_worst_abs": float(absolute.max()),
+            "key_bias_grad": float(np.abs(analytical[key_bias]).max())}
 
 
 def step_wrong_op(random):
@@ -150,86 +163,89 @@ def step_wrong_op(random):
     x = ta.tensor(random.standard_normal((2, 3)), requires_grad=True)
     try:
         ta.gradcheck(WrongSigmoid.apply, [x])
+        message = None
     except ta.GradcheckError as error:
         message = str(error)
-    else:
-        message = None
-    print(f"WrongSigmoid: {'caught' if message else 'NOT caught'}, with the message\n  {message}")
-    comparisons = compare_gradients(WrongSigmoid.apply, [x])
-    ratios = [c.numerical / c.analytical for c in comparisons]
-    print("numerical / analytical, element by element:",
-          np.array2string(np.array(ratios), precision=4))
-    print("1 - s, element by element:                 ",
-          np.array2string(1 - Sigmoid.apply(x).data.ravel(), precision=4))
-    if np.allclose(ratios, 1 - Sigmoid.apply(x).data.ravel(), rtol=1e-4):
-        print("The ratio is the missing factor (they agree to 4 digits): a wrong rule usually "
-              "leaves\na pattern like this.")
+    print(f"WrongSigmoid: {'caught' if message else 'NOT caught'}: {message}")
+    ratios = np.array([c.numerical / c.analytical
+                       for c in compare_gradients(WrongSigmoid.apply, [x])])
+    missing_factor = 1 - Sigmoid.apply(x).data.ravel()
+    print("numerical / analytical:", np.array2string(ratios, precision=4))
+    print("1 - s:                 ", np.array2string(missing_factor, precision=4))
     right_passed = ta.gradcheck(Sigmoid.apply, [x])
-    print(f"Sigmoid, backward grad * s * (1 - s): gradcheck passed: {right_passed}")
+    print(f"the right Sigmoid passes gradcheck: {right_passed}")
     return {"wrong_op_caught": message is not None, "wrong_op_message": message,
-            "wrong_op_ratios": ratios, "right_op_passed": right_passed}
+            "wrong_op_ratio_error": float(np.abs(ratios - missing_factor).max()),
+            "right_op_passed": right_passed}
 
 
-def step_eps(example, steps):
-    x, v, index = example
-    print(f"\n4. The step eps: error of the central difference for dL/dx[{index}] of step 1,")
-    print("   against the float64 backward. Large eps: the eps^2 term the formula neglects;")
-    print("   small eps: L(x + eps) and L(x - eps) agree in almost every digit, and rounding")
-    print("   is what is left of their difference.")
+def eps_errors(x, v, index, steps):
+    """{dtype: errors of the central difference at each eps}, against the float64 backward."""
     truth = softmax_gradient(x, v)[index]
-    errors = {}
-    for dtype in (np.float64, np.float32):
-        loss = softmax_loss(v.astype(dtype))
-        errors[np.dtype(dtype).name] = [
-            abs(central_difference(loss, x.astype(dtype), index, eps) - truth) for eps in steps]
-    rows = [[f"{eps:.0e}", f"{errors['float64'][k]:.1e}", f"{errors['float32'][k]:.1e}"]
-            for k, eps in enumerate(steps)]
-    demo_tools.print_table(["eps", "error float64", "error float32"], rows)
-    best = {name: int(np.argmin(values)) for name, values in errors.items()}
-    for name, k in best.items():
-        print(f"best eps in {name}: {steps[k]:.0e}, error {errors[name][k]:.1e}")
-    ratio = errors["float32"][best["float32"]] / errors["float64"][best["float64"]]
-    print(f"float32 at its best is about 10^{round(np.log10(ratio))} times less accurate than "
-          "float64 at its best.")
-    luckier = [eps for eps, e32, e64 in zip(steps, errors["float32"], errors["float64"])
-               if e32 < e64 / 2]
-    if luckier:
-        print(f"(At eps={luckier[0]:.0e} float32 happens to land closer: its rounding error "
-              "partly cancels the eps^2 error.\n One lucky number, not a better method.)")
-    x32, smallest = np.float32(x[index]), np.float32(steps[-1])
-    if x32 + smallest == x32:
-        print(f"At eps={steps[-1]:.0e}, float32's x + eps rounds back to x: the step is lost "
-              "entirely.\nThat is why gradcheck wants float64.")
-    return {"eps_steps": steps, "eps_errors": errors}
+    return {np.dtype(dtype).name: np.array([
+        abs(central_difference(softmax_loss(v.astype(dtype)), x.astype(dtype), index, eps) - truth)
+        for eps in steps]) for dtype in (np.float64, np.float32)}
 
 
-def draw_eps(eps_results, folder):
+def step_eps(random, one_element, steps):
+    x, v, index = one_element
+    print(f"\n4. The step eps: error of the central difference, against the float64 backward, for "
+          f"dL/dx[{index}] of step 1\n   and the median over {EPS_DRAWS * x.size} elements")
+    one = eps_errors(x, v, index, steps)
+    many = [eps_errors(random.standard_normal(x.size), random.standard_normal(x.size), i, steps)
+            for _ in range(EPS_DRAWS) for i in range(x.size)]
+    median = {dtype: np.median([errors[dtype] for errors in many], axis=0) for dtype in one}
+    demo_tools.print_table(
+        ["eps", "one float64", "one float32", "median float64", "median float32"],
+        [[f"{eps:.0e}", f"{one['float64'][k]:.1e}", f"{one['float32'][k]:.1e}",
+          f"{median['float64'][k]:.1e}", f"{median['float32'][k]:.1e}"]
+         for k, eps in enumerate(steps)])
+    results = {"eps_elements": len(many)}
+    for dtype, errors in median.items():
+        best = int(np.argmin(errors))
+        results.update({f"best_eps_{dtype}": steps[best],
+                        f"best_median_{dtype}": float(errors[best])})
+    results["float32_over_float64"] = (results["best_median_float32"]
+                                       / results["best_median_float64"])
+    results["float32_step_lost"] = bool(np.float32(x[index]) + np.float32(steps[-1])
+                                        == np.float32(x[index]))
+    print(f"smallest median error: float64 {results['best_median_float64']:.1e} at eps "
+          f"{results['best_eps_float64']:.0e}, float32 {results['best_median_float32']:.1e} at "
+          f"eps {results['best_eps_float32']:.0e} ({results['float32_over_float64']:.0e} times "
+          f"larger)\nat eps {steps[-1]:.0e}, float32's x + eps rounds back to x: "
+          f"{results['float32_step_lost']}")
+    return results, {"steps": steps, "one": one, "median": median, "elements": len(many)}
+
+
+def draw_eps(curves, path):
     plt = demo_tools.pyplot()
     if plt is None:
         return None
-    figure, axes = plt.subplots(figsize=(5.5, 4))
-    for name, values in eps_results["eps_errors"].items():     # a log axis cannot show 0
-        axes.loglog(eps_results["eps_steps"], np.maximum(values, 1e-17), marker="o", label=name)
-    axes.set_xlabel("eps")
-    axes.set_ylabel("|numerical - analytical|")
-    axes.set_title("Central differences: the eps trade-off")
-    axes.legend()
-    path = folder / "gradcheck_eps.png"
-    print(f"picture: {path}")
+    figure, axes = plt.subplots(figsize=(6, 4.2))
+    for dtype, color in (("float64", "tab:blue"), ("float32", "tab:orange")):
+        axes.loglog(curves["steps"], np.maximum(curves["one"][dtype], 1e-17), ":", color=color,
+                    marker=".", label=f"{dtype}, one element")     # a log axis cannot show 0
+        axes.loglog(curves["steps"], curves["median"][dtype], "-", color=color, marker="o",
+                    label=f"{dtype}, median of {curves['elements']} elements")
+    axes.set(xlabel="eps", ylabel="|numerical - analytical|",
+             title="Central differences: the eps trade-off")
+    axes.legend(fontsize=8)
     return demo_tools.save_figure(figure, path, dpi=120, bbox_inches="tight")
 
 
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
-    folder = args.output
     random = np.random.default_rng(SEED)
-    print("\n\n".join(__doc__.split("\n\n")[-4:]))
-    results, example = step_one_element(random)
+    one_element = (random.standard_normal(5), random.standard_normal(5), 2)    # x, v, index
+    results = step_one_element(*one_element)
     results.update(step_multi_head_attention(random))
     results.update(step_wrong_op(random))
-    eps_results = step_eps(example, EPS_STEPS_QUICK if args.quick else EPS_STEPS_FULL)
+    steps = EPS_STEPS_QUICK if args.quick else EPS_STEPS_FULL
+    eps_results, curves = step_eps(random, one_element, steps)
     results.update(eps_results)
-    results["picture"] = draw_eps(eps_results, folder)
+    picture = draw_eps(curves, args.output / "gradcheck_eps.png")
+    if picture is not None:
+        print(f"picture: {picture}")
     return results
 
 

@@ -2,13 +2,16 @@
 
 What it shows: a small causal transformer (`nn.CausalTransformer`, 2 layers of 2 heads) trained to
 reverse a list of digits, then its attention weights on one held-out example, drawn as a grid of
-heatmaps (one per layer and head) with the tokens on the axes, and a text summary of where each
-head looks and whether that is where the task needs it to look.
+heatmaps (one per layer and head) with the tokens on the axes, and a table, over all the held-out
+examples, of where each head looks and whether that is where the task needs it to look.
 
     python demos/06_attention_heatmap.py [output folder] [--quick]
 
 The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed). The
-full run takes about ten seconds; `--quick` trains for fewer steps.
+full run used 9-14 s of processor time with BLAS on one thread (roughly its run time on an idle
+machine); on a 2-core machine kept busy by other work (load 6-7) it took 22-33 s, and 36 s with
+demo 5 running at the same time (and 183 s with BLAS free to use both cores' threads: small
+products gain nothing from threads that wait for a core). `--quick` trains for 80 steps.
 
 The task: 8 digits, a separator "|", then the same digits backwards.
 
@@ -24,10 +27,13 @@ rows from the separator down.
 
 Each heatmap row is one query position, and its weights sum to 1 over the keys it can see (the
 causal mask leaves the upper triangle empty). The rows above the separator belong to the random
-first half, which the loss does not score.
+first half, which the loss does not score. Each heatmap's title gives, over all the held-out
+examples (not only the one drawn), the share of answer rows whose largest weight is on the mirror
+key. The table counts, for each head, where the largest weight of an answer row falls: on the
+mirror key, next to it, on the separator, on the row's own position, on the one before, or
+elsewhere (the first of these that fits). A head that reads the mirror key for every answer is
+what lets the model write the reversed digits.
 """
-import textwrap
-
 import numpy as np
 
 import demo_tools
@@ -46,9 +52,16 @@ FULL = {"steps": 300, "eval_every": 50, "print_every": 50}
 QUICK = {"steps": 80, "eval_every": 20, "print_every": 40}
 ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digits written so far
 MIRROR_KEYS = 2 * LENGTH - 1 - ANSWER_QUERIES          # the key each of them needs
-KIND_NAMES = {"mirror": "the mirror key", "beside mirror": "a key next to the mirror",
-              "separator": "the separator", "itself": "its own position",
-              "previous": "the position before it", "other": "other keys"}
+
+README_ENTRY = """\
+6. [`06_attention_heatmap.py`](demos/06_attention_heatmap.py) — a two-layer causal transformer
+   learns to reverse 8 digits ({accuracy:.0%} held-out accuracy); its per-head attention weights on
+   one held-out example, with the key each answer needs circled. Over all {held_out} held-out
+   examples, the second layer's heads put their largest weight on the mirrored position for
+   {L2H1_mirror:.0%} and {L2H2_mirror:.0%} of the answers, the first layer's for
+   {L1H1_mirror:.0%} and {L1H2_mirror:.0%}.
+
+   ![attention weights per layer and head](docs/pictures/attention_heatmap.png)"""
 
 
 def reversal_batch(random, size):
@@ -84,7 +97,7 @@ def where_heads_look(weights):
         top_keys = layer_weights[:, :, ANSWER_QUERIES, :].argmax(axis=-1)   # (B, H, L)
         for head in range(layer_weights.shape[1]):
             top = top_keys[:, head]                                 # (B, L)
-            kinds = {"mirror": top == MIRROR_KEYS, "beside mirror": abs(top - MIRROR_KEYS) == 1,
+            kinds = {"mirror": top == MIRROR_KEYS, "beside_mirror": abs(top - MIRROR_KEYS) == 1,
                      "separator": top == LENGTH,
                      "itself": top == ANSWER_QUERIES, "previous": top == ANSWER_QUERIES - 1}
             counted = np.zeros(top.shape, dtype=bool)
@@ -93,7 +106,7 @@ def where_heads_look(weights):
                 share[kind] = float((fits & ~counted).mean())
                 counted |= fits
             share["other"] = float((~counted).mean())
-            shares[(layer + 1, head + 1)] = share
+            shares[f"L{layer + 1}H{head + 1}"] = share
     return shares
 
 
@@ -114,32 +127,15 @@ def print_example(ids, targets, predictions, example_weights):
                            + [f"L{layer + 1}H{head + 1} top key" for layer, head in heads], rows)
 
 
-def describe(shares, accuracy):
-    """A paragraph from the measured numbers: the accuracy, and what each head mostly does."""
-    best = max(shares, key=lambda head: shares[head]["mirror"])
-    sentences = [f"The trained model writes {accuracy:.1%} of the held-out reversed digits right "
-                 f"(chance: {1 / NUM_DIGITS:.0%}). Head L{best[0]}H{best[1]} puts its largest "
-                 f"weight on the mirror key for {shares[best]['mirror']:.0%} of the answer "
-                 "queries" + (": it reads the digit to write from where the task puts it, the "
-                              "anti-diagonal in its heatmap." if shares[best]["mirror"] >= 0.5 else
-                              "; no head has clearly learned to look at the mirror key.")]
-    for (layer, head), share in shares.items():
-        if (layer, head) != best:
-            first, second = sorted(share, key=share.get, reverse=True)[:2]
-            also = (f", then {KIND_NAMES[second]} ({share[second]:.0%})"
-                    if share[second] >= 0.01 else "")
-            sentences.append(f"L{layer}H{head} looks mostly at {KIND_NAMES[first]} "
-                             f"({share[first]:.0%}){also}.")
-    return textwrap.fill(" ".join(sentences), width=98)
-
-
 def plot(ids, example_weights, shares, path):
+    """One heatmap per layer and head; each title says over all held-out examples how often that
+    head's top key is the mirror."""
     plt = demo_tools.pyplot()
     if plt is None:
         return None
     labels = token_labels(ids)
     num_layers, num_heads = len(example_weights), example_weights[0].shape[0]
-    figure, grid = plt.subplots(num_layers, num_heads, figsize=(4.6 * num_heads, 4.6 * num_layers),
+    figure, grid = plt.subplots(num_layers, num_heads, figsize=(4.6 * num_heads, 5.2 * num_layers),
                                 squeeze=False, layout="constrained")
     for layer in range(num_layers):
         for head in range(num_heads):
@@ -150,17 +146,16 @@ def plot(ids, example_weights, shares, path):
             axes.set_xticks(range(len(labels)), labels)
             axes.set_yticks(range(len(labels)), labels)
             axes.set(xlabel="key (position attended to)", ylabel="query (position attending)",
-                     title=f"layer {layer + 1}, head {head + 1}\ntop key on the mirror: "
-                           f"{shares[(layer + 1, head + 1)]['mirror']:.0%} of answer rows")
+                     title=f"layer {layer + 1}, head {head + 1}\ntop key on the mirror in "
+                           f"{shares[f'L{layer + 1}H{head + 1}']['mirror']:.0%} of answer rows")
     figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
-    figure.suptitle("Attention weights on one held-out example (red circles: the key each answer "
-                    "query needs)")
+    figure.suptitle(f"Attention weights on one held-out example (red circles: the key each answer "
+                    f"query needs);\npercentages: answer rows of all {HELD_OUT} held-out examples")
     return demo_tools.save_figure(figure, path, dpi=110)
 
 
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
-    folder = args.output
     settings = QUICK if args.quick else FULL
     ta.manual_seed(SEED)
     model = nn.CausalTransformer(VOCAB, EMBED_DIM, NUM_HEADS, NUM_LAYERS, max_len=2 * LENGTH,
@@ -176,30 +171,32 @@ def main(argv=None):
     with ta.no_grad():
         logits, weights = model(ids, return_weights=True)       # (B, T, VOCAB), [(B, H, T, T)]
     weights = [layer_weights.data for layer_weights in weights]
-    predictions = logits.data.argmax(axis=-1)                   # (B, T)
     shares = where_heads_look(weights)
     example_weights = [layer_weights[0] for layer_weights in weights]   # [(H, T, T)]
 
     print(f"\nOne held-out example, {' '.join(token_labels(ids[0]))} (the model is fed its "
           "input, which stops before the last answer digit)\nEach answer query "
           "(position 'token') and the key each head attends to most (* = the key it needs):")
-    print_example(ids[0], targets[0], predictions[0], example_weights)
+    print_example(ids[0], targets[0], logits.data[0].argmax(axis=-1), example_weights)
     print(f"\nOver all {HELD_OUT} held-out examples, where each head's largest weight falls "
           f"(answer queries {ANSWER_QUERIES[0]} to {ANSWER_QUERIES[-1]}):")
-    kinds = list(next(iter(shares.values())))
-    demo_tools.print_table(["layer", "head"] + kinds,
-                           [[str(layer), str(head)] + [f"{share[kind]:.0%}" for kind in kinds]
-                            for (layer, head), share in shares.items()])
-    accuracy = curves["held_out_accuracy"][-1]
-    print("\n" + describe(shares, accuracy) + "\n")
-    picture = plot(ids[0], example_weights, shares, folder / "attention_heatmap.png")
+    kinds = list(shares["L1H1"])
+    demo_tools.print_table(["head"] + kinds, [[head] + [f"{share[kind]:.0%}" for kind in kinds]
+                                              for head, share in shares.items()])
+    numbers = {"accuracy": curves["held_out_accuracy"][-1], "held_out": HELD_OUT,
+               "largest_row_sum_error": max(float(np.abs(layer_weights.sum(axis=-1) - 1).max())
+                                            for layer_weights in weights),
+               "largest_weight_on_a_later_key": max(float(np.triu(layer_weights, k=1).max())
+                                                    for layer_weights in weights)}
+    numbers.update({f"{head}_{kind}": share[kind] for head, share in shares.items()
+                    for kind in kinds})
+    best = max(shares, key=lambda head: shares[head]["mirror"])
+    print(f"\nheld-out accuracy {numbers['accuracy']:.1%} (chance: {1 / NUM_DIGITS:.0%}); the head "
+          f"that looks at the mirror key most: {best} ({shares[best]['mirror']:.0%})")
+    picture = plot(ids[0], example_weights, shares, args.output / "attention_heatmap.png")
     if picture is not None:
         print(f"heatmaps: {picture}")
-    row_sums = [layer_weights.sum(axis=-1) for layer_weights in weights]
-    return {"curves": curves, "accuracy": accuracy, "shares": shares,
-            "example_ids": ids[0], "example_weights": example_weights,
-            "largest_row_sum_error": max(float(np.abs(sums - 1).max()) for sums in row_sums),
-            "picture": picture}
+    return numbers
 
 
 if __name__ == "__main__":

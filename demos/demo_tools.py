@@ -2,9 +2,16 @@
 the training loop of demos 5 and 6.
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
-directory) and `--quick`, a smaller run that the test suite uses.
+directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
+uses.
+
+BLAS on one thread: the demos multiply small matrices, which gain nothing from BLAS threads, and on
+a busy machine threads that wait for a free core make every product slower. `parse` limits BLAS to
+one thread, for the rest of the process, with threadpoolctl when it is installed (the `plots` and
+`dev` extras install it); without it, `OPENBLAS_NUM_THREADS=1` in the environment does the same.
 """
 import argparse
+import os
 import pathlib
 import time
 
@@ -27,10 +34,24 @@ def argument_parser(doc):
 
 
 def parse(doc, argv):
-    """A demo's command line, parsed (`args.output`, `args.quick`), its output folder created."""
+    """A demo's command line, parsed (`args.output`, `args.quick`), and BLAS on one thread."""
     args = argument_parser(doc).parse_args(argv)
-    args.output.mkdir(parents=True, exist_ok=True)
+    one_blas_thread()
     return args
+
+
+def one_blas_thread():
+    """Limit BLAS to one thread for the rest of the process, or say how when threadpoolctl is
+    missing."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        if "OPENBLAS_NUM_THREADS" not in os.environ:
+            print("(threadpoolctl is not installed, so BLAS may use several threads, which slows "
+                  "these small products\non a busy machine: `pip install threadpoolctl`, or set "
+                  "OPENBLAS_NUM_THREADS=1)")
+        return
+    threadpool_limits(1, user_api="blas")
 
 
 def pyplot():
@@ -47,8 +68,9 @@ def pyplot():
 
 
 def save_figure(figure, path, **savefig_options):
-    """Write a matplotlib figure to `path`, free its memory, and return the path."""
+    """Write a matplotlib figure to `path` (making its folder), free its memory, return the path."""
     import matplotlib.pyplot as plt
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, **savefig_options)
     plt.close(figure)
     return path

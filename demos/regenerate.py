@@ -1,0 +1,157 @@
+"""Rerun the demos and rewrite what the README shows of them: pictures, numbers and the demo list.
+
+    python demos/regenerate.py             # every demo in full: 1.5-2 min on a busy 2-core machine
+    python demos/regenerate.py 04 05       # only these; the others keep their recorded numbers
+
+Each numbered demo (`demos/NN_name.py`) runs in full in a Python process of its own, with BLAS on
+one thread (OPENBLAS_NUM_THREADS=1), drawing into a fresh temporary folder; the numbers its `main`
+returns are kept. Once every demo asked for has run, and only then:
+
+- the pictures the README links (`docs/pictures/NAME.png` in a demo's entry) are copied from that
+  folder into docs/pictures/. A picture the run could not draw (matplotlib or Graphviz's `dot`
+  missing) stops everything with an error: no stale picture is left in place as if it were new;
+- docs/pictures/results.json records each demo's numbers: {"04_sqrt_dk": {...}, ...};
+- the README's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
+  rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order.
+
+It prints how long each demo took, and the processor time it used (roughly its run time on an idle
+machine). tests/test_readme.py checks, without running any demo, that the
+README's list is the templates filled with results.json and that every picture it links exists:
+a number edited by hand, or a template changed without a rerun, fails the tests.
+
+Adding a demo (chapter 2's demos 07-11, say) needs no change here, since the demos are found by
+their file names. Write `demos/NN_name.py` like the others:
+- `main(argv)` parses with `demo_tools.parse(__doc__, argv)` and returns a dict of the numbers it
+  measured, as JSON can hold them (int, float, bool, str, None, lists of them), under names a
+  template can use (`ratio_1024`, not nested dicts);
+- `README_ENTRY` is its entry of the README's numbered list, in markdown, as a str.format template
+  filled from those numbers (`{ratio_1024:.1e}`), with its picture, if it draws one, linked as
+  `![what it shows](docs/pictures/NAME.png)` and saved by the demo as NAME.png in its output folder;
+then run `python demos/regenerate.py NN` and commit README.md and docs/pictures/.
+"""
+import importlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import demo_tools
+
+DEMOS = pathlib.Path(__file__).resolve().parent
+ROOT = DEMOS.parent
+README = ROOT / "README.md"
+PICTURES = ROOT / "docs" / "pictures"
+RESULTS = PICTURES / "results.json"
+START, END = "<!-- demos:start -->", "<!-- demos:end -->"
+WIDTH = 100                      # the README's line width
+PICTURE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")       # ![alt](path): the path
+RUN_ONE = ("import importlib, json, sys; "
+           "numbers = importlib.import_module(sys.argv[1]).main([sys.argv[2]]); "
+           "open(sys.argv[3], 'w').write(json.dumps(numbers))")
+
+
+def demo_names():
+    """Every numbered demo, in order: ['01_first_gradient', '02_draw_graph', ...]."""
+    return sorted(path.stem for path in DEMOS.glob("[0-9][0-9]_*.py"))
+
+
+def readme_entry(name, results):
+    """Demo `name`'s README_ENTRY filled with its numbers in `results`, each paragraph rewrapped
+    to the README's width (numbers change the lines' lengths) and indented under the list item's
+    number ("7. ", "10. "), as markdown wants."""
+    if name not in results:
+        raise KeyError(f"no numbers recorded for demo {name}: run python demos/regenerate.py "
+                       f"{name[:2]}")
+    paragraphs = importlib.import_module(name).README_ENTRY.format(**results[name]).split("\n\n")
+    indent = " " * len(paragraphs[0].split()[0] + " ")
+    return "\n\n".join(
+        textwrap.fill(" ".join(paragraph.split()), WIDTH, initial_indent=indent if i else "",
+                      subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+        for i, paragraph in enumerate(paragraphs))
+
+
+def readme_section(results):
+    """The README's list of demos, as regenerate writes it between the markers."""
+    return "\n\n".join(readme_entry(name, results) for name in demo_names())
+
+
+def split_readme(readme_text):
+    """(the README before the list of demos, the list, the README after it): the list is what
+    lies between the markers, without the newlines next to them."""
+    before, rest = readme_text.split(START, 1)
+    section, after = rest.split(END, 1)
+    return before + START + "\n", section.strip("\n"), "\n" + END + after
+
+
+def pictures_linked(markdown):
+    """The paths of the pictures a markdown text shows, relative to the repository."""
+    return PICTURE_LINK.findall(markdown)
+
+
+def run(name, folder):
+    """Run demo `name` in full in a new process, drawing into `folder`: its numbers (as JSON
+    gives them back), the seconds it took and the processor seconds it used (its run time on an
+    idle machine)."""
+    numbers_file = folder.with_name(folder.name + ".json")     # beside the folder, not in it
+    start, processor_start = time.perf_counter(), os.times()
+    finished = subprocess.run([sys.executable, "-c", RUN_ONE, name, str(folder), str(numbers_file)],
+                              cwd=DEMOS, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    if finished.returncode != 0:
+        sys.exit(f"regenerate: demo {name} failed (exit code {finished.returncode}); nothing was "
+                 "written")
+    processor_end = os.times()
+    processor = (processor_end.children_user - processor_start.children_user
+                 + processor_end.children_system - processor_start.children_system)
+    return json.loads(numbers_file.read_text()), time.perf_counter() - start, processor
+
+
+def chosen(prefixes):
+    """The demos named by `prefixes` ("04", "04_sqrt_dk"), or all of them when there are none."""
+    names = [name for name in demo_names() if not prefixes
+             or any(name.startswith(prefix) for prefix in prefixes)]
+    unknown = [prefix for prefix in prefixes if not any(n.startswith(prefix) for n in names)]
+    if unknown:
+        sys.exit(f"regenerate: no demo named {', '.join(unknown)}; the demos: "
+                 f"{', '.join(demo_names())}")
+    return names
+
+
+def main(argv=None):
+    names = chosen(sys.argv[1:] if argv is None else argv)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    copies, rows = {}, []
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in names:
+            print(f"\n===== {name} =====", flush=True)
+            folder = pathlib.Path(scratch) / name
+            results[name], seconds, processor_seconds = run(name, folder)
+            links = pictures_linked(readme_entry(name, results))
+            for link in links:
+                drawn = folder / pathlib.Path(link).name
+                if not drawn.is_file():
+                    sys.exit(f"regenerate: demo {name} drew no {drawn.name} (is matplotlib "
+                             "installed, and Graphviz's `dot`?); nothing was written")
+                copies[drawn] = ROOT / link
+            rows.append([name, f"{seconds:.1f}", f"{processor_seconds:.1f}",
+                         ", ".join(links) or "(none)"])
+        section = readme_section(results)
+        for drawn, target in copies.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(drawn, target)
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    before, _, after = split_readme(README.read_text())
+    README.write_text(before + section + after)
+    print(f"\nWrote {RESULTS.relative_to(ROOT)}, the pictures below and the README's list of "
+          "demos.\nEach demo's full run, BLAS on one thread ('processor seconds': its run time on "
+          "an idle machine):")
+    demo_tools.print_table(["demo", "seconds", "processor seconds", "README pictures"], rows)
+
+
+if __name__ == "__main__":
+    main()
