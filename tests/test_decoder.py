@@ -98,6 +98,16 @@ def test_greedy_decode_is_the_argmax_of_a_full_forward_step_by_step():
     assert len(np.unique(written[:, 1:])) > 1                 # it did not write one token only
 
 
+def test_a_later_target_token_does_not_change_the_earlier_logits():
+    translator = model()
+    target = np.array([[1, 2, 3, 4, 5]] * 3)
+    changed = target.copy()
+    changed[:, 3] = 6
+    before, after = translator(SRC, target, SRC_MASK).data, translator(SRC, changed, SRC_MASK).data
+    np.testing.assert_array_equal(after[:, :3], before[:, :3])
+    assert (np.abs(after[:, 3:] - before[:, 3:]) > 1e-6).any(axis=-1).all()
+
+
 def test_greedy_decode_records_no_graph():
     translator = model()
     first = next(engine._node_counter)
@@ -124,7 +134,8 @@ def test_the_decoder_reads_the_source_only_through_cross_attention():
         block.cross_attn.out_proj.weight.data[...] = 0
         block.cross_attn.out_proj.bias.data[...] = 0
     other_source = np.array([[5, 5, 5, 5, 5]] * 3)
-    np.testing.assert_array_equal(translator(SRC, target).data, translator(other_source, target).data)
+    np.testing.assert_array_equal(translator(SRC, target).data,
+                                  translator(other_source, target).data)
 
 
 @pytest.mark.parametrize("call, error, message", [

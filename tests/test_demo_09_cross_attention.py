@@ -1,21 +1,17 @@
 """Demo 9 in its quick mode: the toy translation data, and what the trained encoder-decoder's
 attention weights are (causal self-attention, cross-attention over the real source words)."""
-import contextlib
 import importlib
-import io
 
 import numpy as np
 import pytest
+from references import run_quick
 
 demo = importlib.import_module("09_cross_attention")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        result = demo.main([str(tmp_path_factory.mktemp("cross_attention")), "--quick"])
-    return result, printed.getvalue()
+    return run_quick(demo, tmp_path_factory.mktemp("cross_attention"))
 
 
 def test_the_toy_language_puts_adjectives_after_nouns_and_the_verb_last():

@@ -1,21 +1,17 @@
 """Demo 10 in its quick mode: the toy grammar, and the loads, losses and word counts it records for
 the runs with and without the balance loss."""
-import contextlib
 import importlib
-import io
 
 import numpy as np
 import pytest
+from references import run_quick
 
 demo = importlib.import_module("10_experts")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        result = demo.main([str(tmp_path_factory.mktemp("experts")), "--quick"])
-    return result, printed.getvalue()
+    return run_quick(demo, tmp_path_factory.mktemp("experts"))
 
 
 def test_the_grammar_makes_verbs_agree_with_their_subject():

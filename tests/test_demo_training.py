@@ -1,25 +1,16 @@
 """Demos 5 and 6 in their quick mode: training with and without scaling the attention scores, and
 the attention heatmaps of a trained model. Each demo runs once per module; the tests read its
 numbers."""
-import contextlib
 import importlib
-import io
 
 import numpy as np
 import pytest
+from references import run_quick
 
 import tinyattn as ta
 
 scaling = importlib.import_module("05_scaling_in_training")
 heatmap = importlib.import_module("06_attention_heatmap")
-
-
-def run_quick(demo, folder):
-    """(what main returned, what it printed) for a --quick run writing into `folder`."""
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        result = demo.main([str(folder), "--quick"])
-    return result, printed.getvalue()
 
 
 @pytest.fixture(scope="module")

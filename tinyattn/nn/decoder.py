@@ -147,7 +147,8 @@ class EncoderDecoder(Module):
 
         The source is encoded once; each step runs the decoder over the whole target written so
         far (no cache) and appends the argmax of the last position's logits. Every row runs all
-        `max_new_tokens` steps: cut it at your end token.
+        `max_new_tokens` steps: cut it at your end token. (A model with dropout should be put in
+        eval() mode first.)
         """
         check_ints("greedy_decode", low=0, max_new_tokens=max_new_tokens, start_id=start_id)
         if 1 + max_new_tokens > self.max_len:

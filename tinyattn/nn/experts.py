@@ -52,6 +52,11 @@ class MixtureOfExperts(Module):
     It is 1 when both are uniform, and grows as the tokens crowd onto few experts; add it, times a
     small weight (0.01 in the paper), to the training loss. Its gradient reaches the router
     through P only. `selected_experts` keeps the last forward's choice, (..., k) expert ids.
+
+    What differs from the papers: the experts are `nn.FeedForward` (GELU) where Mixtral's are
+    SwiGLU; no expert has a capacity (the Switch Transformer drops the tokens beyond it; here
+    every expert takes all the tokens routed to it); and with top_k > 1, f_e counts assignments,
+    where the Switch Transformer, routing each token to one expert, counts tokens.
     """
 
     def __init__(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):

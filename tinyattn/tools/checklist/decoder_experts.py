@@ -37,7 +37,7 @@ def experts_and_tokens(top_k):
     (uniform shares would make aux_loss = sum_e P_e = 1, whose gradient is 0).
     """
     ta.manual_seed(0)
-    moe = nn.MixtureOfExperts(4, 4, top_k=top_k, hidden_dim=8)
+    moe = nn.MixtureOfExperts(4, 4, top_k=top_k, hidden_dim=4)
     random = np.random.default_rng(0)
     moe.router.weight.data[...] = np.eye(4) + 0.1 * random.standard_normal((4, 4))
     levels = np.array([1.5, 0.5, -0.5, -1.5])
