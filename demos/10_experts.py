@@ -10,8 +10,8 @@ each expert takes at the end.
     python demos/10_experts.py [output folder] [--quick]
 
 The picture is `experts.png` in the output folder (when matplotlib is installed). The full run took
-74 s on this 2-core machine with OPENBLAS_NUM_THREADS=1; `--quick` trains for a few dozen steps
-(a few seconds).
+64 s on this 2-core machine with OPENBLAS_NUM_THREADS=1 (while other jobs shared it); `--quick`
+trains for 20 steps (a few seconds).
 
 The data: an endless stream of sentences from a small grammar, one token per word,
 
