@@ -4,7 +4,7 @@ encoder-decoder model's greedy decoding. (Gradients: the checklist rows in
 tinyattn/tools/checklist/decoder_experts.py.)"""
 import numpy as np
 import pytest
-from references import arrays
+from references import arrays, assert_refused_before_any_node
 
 import tinyattn as ta
 import tinyattn.nn as nn
@@ -138,11 +138,22 @@ def test_the_decoder_reads_the_source_only_through_cross_attention():
                                   translator(other_source, target).data)
 
 
+@pytest.mark.parametrize("shapes, kwargs, error, message", [
+    (((2, 3, E), (3, 4, E)), {}, ValueError,
+     r"TransformerDecoderBlock: x and memory disagree on B \(2 and 3\)"),
+    (((2, 3, E), (2, 4, 6)), {}, ValueError,
+     r"TransformerDecoderBlock: memory must have shape \(B, S, 8\), got \(2, 4, 6\)"),
+    (((2, 3, E), (2, 4, E)), {"memory_mask": np.ones((2, 4), bool)}, ValueError,
+     r"TransformerDecoderBlock: memory_mask of shape \(2, 4\) does not broadcast to the scores' "
+     r"shape \(2, 2, 3, 4\)"),
+    (((2, 3, E), (2, 4, E)), {"memory_mask": np.ones((2, 1, 1, 4), int)}, TypeError,
+     r"TransformerDecoderBlock: memory_mask must be boolean or float, got dtype int64"),
+])
+def test_the_block_refuses_bad_input_before_any_node(shapes, kwargs, error, message):
+    assert_refused_before_any_node(decoder_block(), shapes, kwargs, error, message)
+
+
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: decoder_block()(ta.tensor(np.ones((2, 3, E))), ta.tensor(np.ones((3, 4, E)))),
-     ValueError, r"TransformerDecoderBlock: x and memory disagree on B \(2 and 3\)"),
-    (lambda: decoder_block()(ta.tensor(np.ones((2, 3, E))), ta.tensor(np.ones((2, 4, 6)))),
-     ValueError, r"TransformerDecoderBlock: memory must have shape \(B, S, 8\), got \(2, 4, 6\)"),
     (lambda: decoder_block()(ta.tensor(np.ones((2, 3, E), np.float32)),
                              ta.tensor(np.ones((2, 4, E)))),
      TypeError, r"TransformerDecoderBlock: the x has dtype float32 but the layer's parameters"),

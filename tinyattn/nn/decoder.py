@@ -25,6 +25,7 @@ import numpy as np
 
 from tinyattn.arguments import check_ids, check_ints, check_shapes
 from tinyattn.engine import no_grad
+from tinyattn.functional.attention import split_mask
 from tinyattn.nn.attention import MultiHeadAttention
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
@@ -67,8 +68,12 @@ class TransformerDecoderBlock(Module):
     def forward_with_weights(self, x, memory, memory_mask=None):
         """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
         (B, H, L, S))."""
-        check_shapes("TransformerDecoderBlock", dtype=self.ln1.weight.dtype,
-                     x=(x, f"B L {self.embed_dim}"), memory=(memory, f"B S {self.embed_dim}"))
+        sizes = check_shapes("TransformerDecoderBlock", dtype=self.ln1.weight.dtype,
+                             x=(x, f"B L {self.embed_dim}"),
+                             memory=(memory, f"B S {self.embed_dim}"))
+        cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
+        split_mask(memory_mask, cross_scores, x.dtype, "TransformerDecoderBlock",
+                   "memory_mask")                      # only checked here: cross_attn splits it
         attended, self_weights = self.self_attn(self.ln1(x), is_causal=True)   # (B, L, E)
         x = x + self.dropout(attended)                                          # (B, L, E)
         read, cross_weights = self.cross_attn(self.ln2(x), memory, memory,
