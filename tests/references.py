@@ -1,5 +1,7 @@
-"""NumPy references and random inputs shared by the test files, and two probes of what a
-tinyattn computation gives and keeps."""
+"""NumPy references and random inputs shared by the test files, two probes of what a tinyattn
+computation gives and keeps, and a demo's quick run."""
+import contextlib
+import io
 import math
 
 import numpy as np
@@ -60,3 +62,11 @@ def assert_refused_before_any_node(fn, shapes, kwargs, error, message):
     with pytest.raises(error, match=message):
         fn(*leaves, **kwargs)
     assert next(engine._node_counter) == first_probe + 1     # no node was numbered in between
+
+
+def run_quick(demo, folder):
+    """(what demo.main returned, what it printed) for a --quick run writing into `folder`."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = demo.main([str(folder), "--quick"])
+    return result, printed.getvalue()

@@ -72,9 +72,10 @@ def causal_mask(L, S, allowed=None):
     return causal if allowed is None else allowed & causal
 
 
-def split_mask(attn_mask, scores_shape, dtype):
+def split_mask(attn_mask, scores_shape, dtype, op=SDPA, name="attn_mask"):
     """The door for `attn_mask`: (allowed, additive), a boolean mask (True = takes part) and a
-    float mask added to the scores, either or both None.
+    float mask added to the scores, either or both None. `op` and `name` say in an error which
+    function received the mask, and as what.
 
     A float mask given as a NumPy array takes the scores' dtype (a float64 array of zeros must not
     turn float32 attention into float64); one given as a tensor (it may be learned) must already
@@ -88,15 +89,15 @@ def split_mask(attn_mask, scores_shape, dtype):
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"{SDPA}: attn_mask of shape {mask.shape} does not broadcast to the "
+        raise ValueError(f"{op}: {name} of shape {mask.shape} does not broadcast to the "
                          f"scores' shape {scores_shape} (..., L, S)")
     if mask.dtype == np.bool_:
         return mask, None
     if mask.dtype.kind != "f":
-        raise TypeError(f"{SDPA}: attn_mask must be boolean or float, got dtype {mask.dtype}")
+        raise TypeError(f"{op}: {name} must be boolean or float, got dtype {mask.dtype}")
     if not isinstance(attn_mask, Tensor):
         return None, mask.astype(dtype, copy=False)
     if mask.dtype != dtype:
-        raise TypeError(f"{SDPA}: attn_mask is a {mask.dtype} tensor but the query is {dtype}; "
+        raise TypeError(f"{op}: {name} is a {mask.dtype} tensor but the query is {dtype}; "
                         "convert one of them")
     return None, attn_mask

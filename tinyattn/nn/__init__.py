@@ -1,10 +1,13 @@
-"""Layers, built from tinyattn's ops. Read in this order: module, layers, attention, transformer."""
+"""Layers, built from tinyattn's ops. Read in this order: module, layers, attention, transformer,
+decoder (self- and cross-attention), experts."""
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
                                 PositionalEncoding, sinusoidal_positions)
 from tinyattn.nn.attention import MultiHeadAttention
 from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
+from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
+from tinyattn.nn.experts import MixtureOfExperts
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "TransformerBlock",
-           "CausalTransformer"]
+           "CausalTransformer", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts"]

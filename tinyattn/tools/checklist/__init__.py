@@ -11,11 +11,12 @@ from typing import NamedTuple
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import efficient_attention, flash_attention, layers, ops
+from tinyattn.tools.checklist import decoder_experts, efficient_attention, flash_attention, layers, \
+    ops
 from tinyattn.tools.checklist.cases import op_check
 from tinyattn.tools.gradcheck import compare_gradients
 
-TABLES = [ops, layers, flash_attention, efficient_attention]
+TABLES = [ops, layers, flash_attention, efficient_attention, decoder_experts]
 OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]
 LAYER_CASES = [case for table in TABLES for case in getattr(table, "LAYER_CASES", ())]
 

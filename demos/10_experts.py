@@ -1,0 +1,309 @@
+"""Demo 10: a mixture of experts, trained with and without the load-balancing loss.
+
+What it shows: a one-block language model whose feed-forward layer is `nn.MixtureOfExperts`
+(8 experts, each token sent to its top 2, as in Mixtral) is trained twice from the same initial
+weights on the same batches: once on the language-model loss alone, once with the Switch
+Transformer's balance loss added (`loss + 0.01 * aux_loss`, the paper's weight). It prints and
+draws how the tokens are shared among the experts over training, the loss curves, and which words
+each expert takes at the end.
+
+    python demos/10_experts.py [output folder] [--quick]
+
+The picture is `experts.png` in the output folder (when matplotlib is installed). The full run took
+64 s on this 2-core machine with OPENBLAS_NUM_THREADS=1 (while other jobs shared it); `--quick`
+trains for 20 steps (a few seconds).
+
+The data: an endless stream of sentences from a small grammar, one token per word,
+
+    the old cat chases some dogs . a bird sees the quiet mice . some horses hear a fish .
+
+determiner, maybe an adjective, noun, verb, determiner, maybe an adjective, noun, full stop; the
+verb agrees with its subject ("sees" after a cat, "see" after cats), so the model has to attend
+back to the subject's noun. Many next words are free choices, so the loss cannot reach 0.
+
+What is measured: "load" is an expert's share of the token-to-expert assignments in a training
+batch (1/8 each when balanced; every token makes two). The balance loss is
+8 * sum_e f_e * P_e (f_e: that share; P_e: the mean router probability of expert e): 1 when both
+are uniform, larger when tokens crowd onto few experts. Whatever the numbers show is what is
+printed; the paragraph at the end is written from them.
+"""
+import textwrap
+
+import numpy as np
+
+import demo_tools
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.nn as nn
+
+SEED = 0
+ADJECTIVES = ["big", "small", "red", "old", "happy", "quiet"]
+NOUNS = [("cat", "cats"), ("dog", "dogs"), ("bird", "birds"), ("fish", "fish"),
+         ("horse", "horses"), ("mouse", "mice")]              # (singular, plural)
+VERBS = [("sees", "see"), ("likes", "like"), ("chases", "chase"), ("hears", "hear")]
+PARTS_OF_SPEECH = {"determiner": ["the", "a", "some"], "adjective": ADJECTIVES,
+                   "noun": sorted({form for forms in NOUNS for form in forms}),
+                   "verb": [form for forms in VERBS for form in forms], "full stop": ["."]}
+WORDS = [word for words in PARTS_OF_SPEECH.values() for word in words]
+WORD_ID = {word: i for i, word in enumerate(WORDS)}
+LENGTH, EMBED_DIM, NUM_HEADS, HIDDEN_DIM = 24, 32, 2, 64
+NUM_EXPERTS, TOP_K = 8, 2
+BALANCE_WEIGHTS = {"without balance loss": 0.0, "with balance loss": 0.01}
+BATCH, HELD_OUT, LEARNING_RATE = 32, 256, 3e-3
+FULL = {"steps": 600, "eval_every": 50, "print_every": 100}
+QUICK = {"steps": 20, "eval_every": 10, "print_every": 10}
+
+
+def noun_phrase(random):
+    """(words, plural): a determiner, maybe an adjective, a noun."""
+    plural = random.random() < 0.5
+    determiner = "the" if random.random() < 0.5 else ("some" if plural else "a")
+    adjective = [str(random.choice(ADJECTIVES))] if random.random() < 0.5 else []
+    return [determiner, *adjective, NOUNS[random.integers(len(NOUNS))][plural]], plural
+
+
+def sentence(random):
+    subject, plural = noun_phrase(random)
+    verb = VERBS[random.integers(len(VERBS))][plural]       # agrees with the subject
+    return [*subject, verb, *noun_phrase(random)[0], "."]
+
+
+def text_batch(random, size):
+    """(ids, targets), both (size, LENGTH): windows of the sentence stream, starting anywhere in
+    a sentence, and the next word at every position."""
+    rows = []
+    for _ in range(size):
+        words = []
+        while len(words) < 2 * LENGTH:
+            words += sentence(random)
+        start = random.integers(0, LENGTH)
+        rows.append([WORD_ID[word] for word in words[start:start + LENGTH + 1]])
+    rows = np.array(rows)
+    return rows[:, :-1], rows[:, 1:]
+
+
+class ExpertLanguageModel(nn.Module):
+    """Token ids (B, T) -> next-word logits (B, T, vocabulary): embedding + sinusoidal positions,
+    one pre-LN block whose feed-forward is a mixture of experts, LayerNorm, Linear.
+
+        x = x + attention(ln1(x))    causal: each word sees the words before it
+        x = x + experts(ln2(x))      each word goes to 2 of the 8 feed-forward experts
+    """
+
+    def __init__(self, dtype=np.float32):
+        self.embed = nn.Embedding(len(WORDS), EMBED_DIM, dtype=dtype)
+        self.positions = nn.PositionalEncoding(EMBED_DIM, LENGTH)
+        self.ln1 = nn.LayerNorm(EMBED_DIM, dtype=dtype)
+        self.attn = nn.MultiHeadAttention(EMBED_DIM, NUM_HEADS, dtype=dtype)
+        self.ln2 = nn.LayerNorm(EMBED_DIM, dtype=dtype)
+        self.experts = nn.MixtureOfExperts(EMBED_DIM, NUM_EXPERTS, TOP_K, HIDDEN_DIM, dtype=dtype)
+        self.ln = nn.LayerNorm(EMBED_DIM, dtype=dtype)
+        self.head = nn.Linear(EMBED_DIM, len(WORDS), dtype=dtype)
+
+    def forward(self, ids):
+        x = self.positions(self.embed(ids))                            # (B, T, E)
+        x = x + self.attn(self.ln1(x), is_causal=True)[0]              # (B, T, E)
+        x = x + self.experts(self.ln2(x))                              # (B, T, E)
+        return self.head(self.ln(x))                                   # (B, T, vocabulary)
+
+
+def language_model_loss(model, ids, targets):
+    logits = model(ids)                                                # (B, T, vocabulary)
+    return F.cross_entropy(logits.reshape(-1, len(WORDS)), targets.reshape(-1))
+
+
+def loads(model):
+    """Each expert's share of the last forward's token-to-expert assignments, (NUM_EXPERTS,)."""
+    chosen = model.experts.selected_experts
+    return np.bincount(chosen.ravel(), minlength=NUM_EXPERTS) / chosen.size
+
+
+def train(label, balance_weight, held_out, steps, eval_every, print_every):
+    """Adam on `steps` fresh batches (the same batches for every run); the loss is the
+    language-model loss plus balance_weight * aux_loss. Records, at every step, the language-model
+    loss, the aux loss and the loads, and the held-out loss at each checkpoint."""
+    ta.manual_seed(SEED)                        # the same initial weights for every run
+    model = ExpertLanguageModel()
+    optimizer = ta.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    random = np.random.default_rng(SEED)
+    run = {"model": model, "loss": [], "aux_loss": [], "loads": [], "checkpoints": [],
+           "held_out_loss": []}
+    for step in range(steps + 1):
+        if step % eval_every == 0 or step == steps:
+            with ta.no_grad():
+                run["held_out_loss"].append(language_model_loss(model, *held_out).item())
+            run["checkpoints"].append(step)
+        if step == steps:
+            break
+        loss = language_model_loss(model, *text_batch(random, BATCH))
+        aux_loss = model.experts.aux_loss
+        optimizer.zero_grad()
+        (loss + balance_weight * aux_loss if balance_weight else loss).backward()
+        optimizer.step()
+        run["loss"].append(loss.item())
+        run["aux_loss"].append(aux_loss.item())
+        run["loads"].append(loads(model))
+        if (step + 1) % print_every == 0:
+            print(f"  {label:<21} step {step + 1:>4}/{steps}   loss {loss.item():.3f}   "
+                  f"aux_loss {aux_loss.item():.3f}   busiest expert {run['loads'][-1].max():.0%}"
+                  f"   idlest {run['loads'][-1].min():.0%}", flush=True)
+    run["loads"] = np.array(run["loads"])                              # (steps, NUM_EXPERTS)
+    return run
+
+
+def words_per_expert(model, ids):
+    """counts[e, w]: how many times word w (as input) was sent to expert e, on the batch `ids`."""
+    with ta.no_grad():
+        model(ids)
+    chosen = model.experts.selected_experts                            # (B, T, TOP_K)
+    counts = np.zeros((NUM_EXPERTS, len(WORDS)), dtype=np.int64)
+    np.add.at(counts, (chosen, np.broadcast_to(ids[..., None], chosen.shape)), 1)
+    return counts
+
+
+def load_table(runs, every):
+    """The loads at every `every`-th step, side by side for the runs."""
+    names = list(runs)
+    steps = len(runs[names[0]]["loads"])
+    rows = []
+    for step in [0, *range(every - 1, steps, every)]:
+        row = [str(step + 1)]
+        for name in names:
+            row.append(" ".join(f"{share:3.0%}" for share in runs[name]["loads"][step]))
+        rows.append(row)
+    demo_tools.print_table(["step"] + [f"{name}: experts 0-{NUM_EXPERTS - 1}" for name in names],
+                           rows)
+
+
+def top_words_table(counts, how_many=4):
+    """Per expert: its share of the assignments, the share of each part of speech among its
+    tokens, and the words it takes most of: the share of the word's occurrences sent to it."""
+    occurrences = counts.sum(axis=0) / TOP_K                          # (words,)
+    taken = counts / np.maximum(occurrences, 1)                        # (experts, words)
+    rows = []
+    for expert, row in enumerate(counts):
+        kinds = [sum(row[WORD_ID[word]] for word in words) / max(row.sum(), 1)
+                 for words in PARTS_OF_SPEECH.values()]
+        top = np.argsort(-taken[expert], kind="stable")[:how_many]
+        rows.append([str(expert), f"{row.sum() / counts.sum():.0%}"]
+                    + [f"{kind:.0%}" for kind in kinds]
+                    + [", ".join(f"{WORDS[w]} {taken[expert, w]:.0%}" for w in top if row[w])])
+    demo_tools.print_table(["expert", "load"] + list(PARTS_OF_SPEECH)
+                           + ["words it takes most of (share of their occurrences)"], rows)
+
+
+def summary(runs):
+    rows = []
+    for name, run in runs.items():
+        last = run["loads"][-max(1, len(run["loads"]) // 10):].mean(axis=0)   # last tenth
+        rows.append([name, f"{run['loss'][-1]:.3f}", f"{run['held_out_loss'][-1]:.3f}",
+                     f"{run['aux_loss'][-1]:.3f}", f"{last.max():.1%}", f"{last.min():.1%}"])
+        run["final_loads"] = last
+    demo_tools.print_table(["run", "final loss", "held-out loss", "aux_loss",
+                            "busiest expert", "idlest expert"], rows)
+
+
+def words_with_one_expert(counts, share=0.95):
+    """How many words send at least `share` of their occurrences to one same expert."""
+    occurrences = counts.sum(axis=0) / TOP_K
+    return int(((counts / np.maximum(occurrences, 1)).max(axis=0) >= share).sum())
+
+
+def describe(runs, counts):
+    """A paragraph from the measured numbers."""
+    without, with_ = runs["without balance loss"], runs["with balance loss"]
+    start = without["loads"][0]
+    decided = {name: words_with_one_expert(counts[name]) for name in runs}
+    text = (f"Before the first step the random router already shares the tokens unevenly: "
+            f"{start.max():.0%} to the busiest expert, {start.min():.0%} to the idlest (1/"
+            f"{NUM_EXPERTS} = {1 / NUM_EXPERTS:.1%} would be even). Trained on the language-model "
+            f"loss alone, the busiest expert ends with {without['final_loads'].max():.1%} of the "
+            f"assignments and the idlest with {without['final_loads'].min():.1%} (mean over the "
+            f"last tenth of the steps); with the balance loss, {with_['final_loads'].max():.1%} "
+            f"and {with_['final_loads'].min():.1%}. The aux loss ends at "
+            f"{without['aux_loss'][-1]:.3f} without and {with_['aux_loss'][-1]:.3f} with it (1 "
+            f"is perfectly balanced). The held-out language-model loss ends at "
+            f"{without['held_out_loss'][-1]:.3f} without and {with_['held_out_loss'][-1]:.3f} "
+            f"with the balance loss. How much the word alone decides its route (the router sees "
+            f"the word after attention, so its context too): {decided['without balance loss']} "
+            f"of the {len(WORDS)} words without and {decided['with balance loss']} with the "
+            "balance loss send at least 95% of their occurrences to one same expert. One seed, "
+            f"one learning rate ({LEARNING_RATE}), a tiny "
+            "model" + (": at this scale no expert was starved completely in either run."
+                       if min(run["final_loads"].min() for run in runs.values()) > 0.01 else "."))
+    return textwrap.fill(text, width=98)
+
+
+def plot(runs, counts, path):
+    plt = demo_tools.pyplot()
+    if plt is None:
+        return None
+    figure, grid = plt.subplots(2, 3, figsize=(17, 8.5), layout="constrained")
+    colors = plt.get_cmap("tab10").colors
+    for column, (name, run) in enumerate(runs.items()):
+        axes = grid[0, column]
+        steps = np.arange(1, len(run["loads"]) + 1)
+        axes.stackplot(steps, run["loads"].T, colors=colors[:NUM_EXPERTS],
+                       labels=[f"expert {e}" for e in range(NUM_EXPERTS)])
+        for level in np.arange(1, NUM_EXPERTS) / NUM_EXPERTS:
+            axes.axhline(level, color="white", linewidth=0.6, linestyle=":")
+        axes.set(xlabel="step", ylabel="share of the assignments", ylim=(0, 1),
+                 xlim=(1, steps[-1]), title=f"{name}:\nload per expert (dotted: even shares)")
+        axes = grid[1, column]
+        shares = counts[name] / (counts[name].sum(axis=0) / TOP_K)     # (experts, words)
+        image = axes.imshow(shares, cmap="Purples", vmin=0, vmax=1, aspect="auto")
+        axes.set_xticks(range(len(WORDS)), WORDS, rotation=90, fontsize=7)
+        axes.set_yticks(range(NUM_EXPERTS))
+        axes.set(ylabel="expert", title=f"{name}:\nshare of each word's occurrences per expert")
+    grid[0, 0].legend(loc="upper left", fontsize=7, ncol=2)
+    figure.colorbar(image, ax=grid[1, :2], shrink=0.8, label="share of the word's occurrences")
+    axes = grid[0, 2]
+    for (name, run), color in zip(runs.items(), ("tab:red", "tab:blue")):
+        axes.plot(np.arange(1, len(run["loss"]) + 1), run["loss"], color=color, linewidth=0.8,
+                  alpha=0.6, label=f"{name} (training batch)")
+        axes.plot(run["checkpoints"], run["held_out_loss"], "o-", color=color, markersize=3,
+                  label=f"{name} (held out)")
+    axes.set(xlabel="step", ylabel="language-model loss (cross-entropy)", title="Loss curves")
+    axes.legend(fontsize=8)
+    axes = grid[1, 2]
+    for (name, run), color in zip(runs.items(), ("tab:red", "tab:blue")):
+        axes.plot(np.arange(1, len(run["aux_loss"]) + 1), run["aux_loss"], color=color,
+                  linewidth=0.8, label=name)
+    axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
+    axes.set(xlabel="step", ylabel="aux_loss = 8 sum_e f_e P_e",
+             title="Balance loss (1 = perfectly balanced)")
+    axes.legend(fontsize=8)
+    return demo_tools.save_figure(figure, path, dpi=100)
+
+
+def main(argv=None):
+    args = demo_tools.parse(__doc__, argv)
+    settings = QUICK if args.quick else FULL
+    held_out = text_batch(np.random.default_rng(SEED + 1), HELD_OUT)   # never trained on
+    print(f"A one-block language model with a mixture of {NUM_EXPERTS} experts (top {TOP_K}) on "
+          f"a {len(WORDS)}-word toy grammar; Adam (lr {LEARNING_RATE}), batches of {BATCH} x "
+          f"{LENGTH} words, {settings['steps']} steps, float32.\n")
+    runs = {name: train(name, weight, held_out, **settings)
+            for name, weight in BALANCE_WEIGHTS.items()}
+    counts = {name: words_per_expert(run["model"], held_out[0]) for name, run in runs.items()}
+
+    print("\nLoad per expert (share of a training batch's assignments; even is "
+          f"{1 / NUM_EXPERTS:.1%}):")
+    load_table(runs, settings["print_every"])
+    print("\nAt the end:")
+    summary(runs)
+    for name in runs:
+        print(f"\nWhich words each expert takes, {name} (the {HELD_OUT} held-out rows; each "
+              f"occurrence of a word goes to {TOP_K} experts):")
+        top_words_table(counts[name])
+    print("\n" + describe(runs, counts) + "\n")
+    picture = plot(runs, counts, args.output / "experts.png")
+    if picture is not None:
+        print(f"loads, losses and word shares: {picture}")
+    for run in runs.values():
+        del run["model"]
+    return {"runs": runs, "counts": counts, "picture": picture}
+
+
+if __name__ == "__main__":
+    main()

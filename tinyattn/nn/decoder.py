@@ -1,0 +1,191 @@
+"""Self-attention and cross-attention: a decoder block, and a small encoder-decoder model.
+
+Both are the same multi-head attention; what differs is where its inputs come from and which mask
+it uses:
+
+                    queries from          keys and values from         mask
+    self-attention  the sequence x        the same sequence x          causal in a decoder: target
+                                                                       position i sees j <= i
+    cross-attention the decoder's x       the encoder's output,        padding only: every target
+                    (target, length L)    `memory` (source, length S)  position sees every real
+                                                                       source position
+
+Self-attention mixes a sequence with itself; cross-attention is how the decoder reads the source:
+its weights (B, H, L, S) say, for every target position, which source positions it took from, so a
+trained translation model draws its alignment there (demo 9).
+
+    encoder  source ids (B, S) -> embed + positions -> TransformerBlocks (not causal) -> memory
+    decoder  target ids (B, L) -> embed + positions -> TransformerDecoderBlocks (causal
+             self-attention, cross-attention to memory) -> LayerNorm -> Linear -> logits
+
+as in "Attention Is All You Need" (Vaswani et al., 2017), with the LayerNorm before each sub-layer
+(pre-LN) instead of after it.
+"""
+import numpy as np
+
+from tinyattn.arguments import check_ids, check_ints, check_shapes
+from tinyattn.engine import no_grad
+from tinyattn.functional.attention import split_mask
+from tinyattn.nn.attention import MultiHeadAttention
+from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
+    PositionalEncoding
+from tinyattn.nn.module import Module
+from tinyattn.nn.transformer import TransformerBlock
+
+
+class TransformerDecoderBlock(Module):
+    """Pre-LN decoder block: three sub-layers, each added to the residual stream x (B, L, E).
+
+        x = x + self_attn(ln1(x))                     causal: queries, keys, values all from x
+        x = x + cross_attn(ln2(x), memory, memory)    queries from x, keys and values from memory
+        x = x + ff(ln3(x))                            each position on its own
+
+    forward(x, memory, memory_mask=None): `memory` is the encoder's output (B, S, E).
+    `memory_mask` means what `attn_mask` means in `F.scaled_dot_product_attention` (True = the
+    source position takes part) and broadcasts to the cross-attention scores (B, H, L, S): a
+    (B, 1, 1, S) mask hides padding in the source. (A (B, S) mask would be lined up with (L, S),
+    not with the batch: give it its two middle axes.) The self-attention needs no mask but the
+    causal one: the decoder's own sequence is not padded on the left.
+    """
+
+    def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
+                 dtype=None):
+        check_ints("TransformerDecoderBlock", low=1, embed_dim=embed_dim, num_heads=num_heads)
+        self.embed_dim = embed_dim
+        self.ln1 = LayerNorm(embed_dim, dtype=dtype)
+        self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
+                                            dtype=dtype)
+        self.ln2 = LayerNorm(embed_dim, dtype=dtype)
+        self.cross_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
+                                             dtype=dtype)
+        self.ln3 = LayerNorm(embed_dim, dtype=dtype)
+        self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x, memory, memory_mask=None):
+        return self.forward_with_weights(x, memory, memory_mask)[0]
+
+    def forward_with_weights(self, x, memory, memory_mask=None):
+        """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
+        (B, H, L, S))."""
+        sizes = check_shapes("TransformerDecoderBlock", dtype=self.ln1.weight.dtype,
+                             x=(x, f"B L {self.embed_dim}"),
+                             memory=(memory, f"B S {self.embed_dim}"))
+        cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
+        split_mask(memory_mask, cross_scores, x.dtype, "TransformerDecoderBlock",
+                   "memory_mask")                      # only checked here: cross_attn splits it
+        attended, self_weights = self.self_attn(self.ln1(x), is_causal=True)   # (B, L, E)
+        x = x + self.dropout(attended)                                          # (B, L, E)
+        read, cross_weights = self.cross_attn(self.ln2(x), memory, memory,
+                                              attn_mask=memory_mask)            # (B, L, E)
+        x = x + self.dropout(read)                                              # (B, L, E)
+        return x + self.ff(self.ln3(x)), self_weights, cross_weights
+
+
+class EncoderDecoder(Module):
+    """A small encoder-decoder transformer: source ids (B, S) and target ids (B, L) -> logits
+    (B, L, tgt_vocab) for the next target token at every target position.
+
+    The encoder runs once over the whole source with self-attention that is not causal (every
+    source position sees every other). Its output, `memory` (B, S, E), is what every decoder
+    block's cross-attention reads: the only way source information reaches the target. The
+    decoder's self-attention is causal, so training feeds the whole target at once ("teacher
+    forcing": the input is the target shifted right behind a start token) and position i still
+    predicts token i + 1 from tokens <= i only.
+
+    `src_mask` (B, S) booleans marks the real source tokens (True) and the padding (False); it
+    hides the padding from the encoder's self-attention and from every cross-attention. (PyTorch's
+    `src_key_padding_mask` means the opposite: True = padding.) Positions are the sinusoidal table
+    of `nn.PositionalEncoding`, the same for source and target; `max_len` bounds both lengths.
+    """
+
+    def __init__(self, src_vocab, tgt_vocab, embed_dim, num_heads, num_layers, max_len=256,
+                 hidden_dim=None, dropout=0.0, scale=None, dtype=None):
+        check_ints("EncoderDecoder", low=1, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                   num_layers=num_layers, max_len=max_len)
+        self.src_vocab, self.tgt_vocab, self.max_len = src_vocab, tgt_vocab, max_len
+        self.src_embed = Embedding(src_vocab, embed_dim, dtype=dtype)
+        self.tgt_embed = Embedding(tgt_vocab, embed_dim, dtype=dtype)
+        self.positions = PositionalEncoding(embed_dim, max_len)
+        self.encoder = [TransformerBlock(embed_dim, num_heads, hidden_dim=hidden_dim,
+                                         dropout=dropout, scale=scale, dtype=dtype)
+                        for _ in range(num_layers)]
+        self.encoder_ln = LayerNorm(embed_dim, dtype=dtype)
+        self.decoder = [TransformerDecoderBlock(embed_dim, num_heads, hidden_dim=hidden_dim,
+                                                dropout=dropout, scale=scale, dtype=dtype)
+                        for _ in range(num_layers)]
+        self.decoder_ln = LayerNorm(embed_dim, dtype=dtype)
+        self.head = Linear(embed_dim, tgt_vocab, dtype=dtype)
+
+    def forward(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
+        """Logits (B, L, tgt_vocab); with return_weights, also the decoder blocks' self- and
+        cross-attention weights, {"self": [(B, H, L, L)], "cross": [(B, H, L, S)]}."""
+        memory = self.encode(src_ids, src_mask)                     # (B, S, E)
+        return self.decode(tgt_ids, memory, src_mask, return_weights)
+
+    def encode(self, src_ids, src_mask=None):
+        """The memory (B, S, E): the source, each position having attended to the whole source."""
+        src_ids = self.check_ids("src_ids", src_ids, self.src_vocab)
+        padding = padding_mask(src_mask, src_ids.shape)             # (B, 1, 1, S) or None
+        x = self.positions(self.src_embed(src_ids))                 # (B, S, E)
+        for block in self.encoder:
+            x = block(x, attn_mask=padding)                         # (B, S, E)
+        return self.encoder_ln(x)                                   # (B, S, E)
+
+    def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
+        """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
+        tgt_ids = self.check_ids("tgt_ids", tgt_ids, self.tgt_vocab)
+        padding = padding_mask(src_mask, memory.shape[:2])         # (B, 1, 1, S) or None
+        x = self.positions(self.tgt_embed(tgt_ids))                 # (B, L, E)
+        weights = {"self": [], "cross": []}
+        for block in self.decoder:
+            x, self_weights, cross_weights = block.forward_with_weights(x, memory, padding)
+            weights["self"].append(self_weights)                    # (B, H, L, L)
+            weights["cross"].append(cross_weights)                  # (B, H, L, S)
+        logits = self.head(self.decoder_ln(x))                      # (B, L, tgt_vocab)
+        return (logits, weights) if return_weights else logits
+
+    @no_grad()
+    def greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
+        """Translate greedily: (B, 1 + max_new_tokens) NumPy ids, `start_id` then the token of
+        largest logit at every step.
+
+        The source is encoded once; each step runs the decoder over the whole target written so
+        far (no cache) and appends the argmax of the last position's logits. Every row runs all
+        `max_new_tokens` steps: cut it at your end token. (A model with dropout should be put in
+        eval() mode first.)
+        """
+        check_ints("greedy_decode", low=0, max_new_tokens=max_new_tokens, start_id=start_id)
+        if 1 + max_new_tokens > self.max_len:
+            raise ValueError(f"greedy_decode: 1 + max_new_tokens = {1 + max_new_tokens} target "
+                             f"tokens exceed max_len {self.max_len}")
+        memory = self.encode(src_ids, src_mask)                     # (B, S, E)
+        written = np.full((len(memory), 1), start_id)               # (B, 1)
+        for _ in range(max_new_tokens):
+            logits = self.decode(written, memory, src_mask)         # (B, T, tgt_vocab)
+            next_ids = logits.data[:, -1].argmax(axis=-1)           # (B,)
+            written = np.concatenate([written, next_ids[:, None]], axis=1)   # (B, T + 1)
+        return written
+
+    def check_ids(self, name, ids, vocab_size):
+        """The door of encode and decode: ids (B, T) within the vocabulary and max_len."""
+        ids = check_ids("EncoderDecoder", name, ids, vocab_size, "tokens")
+        if ids.ndim != 2 or ids.shape[1] > self.max_len:
+            raise ValueError(f"EncoderDecoder: {name} must have shape (B, T) with T <= max_len "
+                             f"{self.max_len}, got {ids.shape}")
+        return ids
+
+
+def padding_mask(src_mask, shape):
+    """src_mask (B, S) booleans, True for the real source tokens, as an attention mask
+    (B, 1, 1, S) that broadcasts over heads and queries; None stays None."""
+    if src_mask is None:
+        return None
+    src_mask = np.asarray(src_mask)
+    if src_mask.dtype != np.bool_:
+        raise TypeError(f"EncoderDecoder: src_mask must be booleans (True = a real token), got "
+                        f"dtype {src_mask.dtype}")
+    if src_mask.shape != tuple(shape):
+        raise ValueError(f"EncoderDecoder: src_mask must have the source's shape (B, S) = "
+                         f"{tuple(shape)}, got {src_mask.shape}")
+    return src_mask[:, None, None, :]                               # (B, 1, 1, S)
