@@ -1,7 +1,8 @@
 """Layers, built from tinyattn's ops. Read in this order: module, layers, attention, transformer."""
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
-                                PositionalEncoding, sinusoidal_positions)
+                                PositionalEncoding)
+from tinyattn.functional.positions import sinusoidal_positions   # also nn.sinusoidal_positions
 from tinyattn.nn.attention import MultiHeadAttention
 from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
 
