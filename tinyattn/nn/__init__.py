@@ -3,9 +3,9 @@ from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
                                 PositionalEncoding)
 from tinyattn.functional.positions import sinusoidal_positions   # also nn.sinusoidal_positions
-from tinyattn.nn.attention import MultiHeadAttention
+from tinyattn.nn.attention import MultiHeadAttention, KVCache
 from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
-           "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "TransformerBlock",
-           "CausalTransformer"]
+           "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "KVCache",
+           "TransformerBlock", "CausalTransformer"]

@@ -117,8 +117,8 @@ class KVCache:
     Run plainly, every step recomputes the keys and values of the whole prefix. But with causal
     attention, a token's key and value depend only on the tokens up to it (in every layer), so they
     never change once computed: each step can compute the new token's alone, and take the others
-    from here. That makes a step's work grow with the length S of the prefix (one query against S
-    keys) instead of with S**2.
+    from here. A step then costs one token's projections and one query against the S keys of the
+    prefix, instead of a forward pass over all S tokens.
 
     Use one KVCache per attention layer, empty at first, and pass it as `cache=` to every call on
     the same sequence: the first call may hold the whole prompt, the next ones each new token.
@@ -133,7 +133,7 @@ class KVCache:
         return 0 if self.keys is None else self.keys.shape[2]
 
     def append(self, keys, values):
-        """Append the new tokens' keys and values (B, H, L, D); returns all of them, (B, H, S, D)."""
+        """Append the new tokens' keys and values (B, H, L, D); returns all, (B, H, S, D) each."""
         if self.keys is not None:
             keys = concatenate([self.keys, keys], axis=2)           # (B, H, S, D)
             values = concatenate([self.values, values], axis=2)     # (B, H, S, D)

@@ -2,21 +2,21 @@
 
 Every row is compared against central finite differences in float64 with a random upstream
 gradient (see `tinyattn/tools/gradcheck.py`). The rows live in tables, one file per part of the
-library (`ops.py`, `layers.py`); `cases.py` says what a row is. The test suite runs these same
-tables (tests/test_ops.py, tests/test_checklist.py), so what a user runs here is what the
-continuous integration runs.
+library (`ops.py`, `layers.py`, `positions.py`); `cases.py` says what a row is. The test suite
+runs these same tables (tests/test_ops.py, tests/test_checklist.py), so what a user runs here is
+what the continuous integration runs.
 """
 import argparse
 from typing import NamedTuple
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import layers, ops
+from tinyattn.tools.checklist import layers, ops, positions
 from tinyattn.tools.checklist.cases import op_check
 from tinyattn.tools.gradcheck import compare_gradients
 
-OP_CASES = ops.OP_CASES
-LAYER_CASES = layers.LAYER_CASES
+OP_CASES = ops.OP_CASES + positions.OP_CASES
+LAYER_CASES = layers.LAYER_CASES + positions.LAYER_CASES
 
 ATOL, RTOL = 1e-7, 1e-5     # tighter than gradcheck's defaults: float64 differences are this good
 REL_FLOOR = 1e-4            # relative errors are reported where |numerical| is above this; below
@@ -70,14 +70,16 @@ def main(argv=()):
     if not checks:
         print(f"no check matches {args.pattern!r}")
         return 2
-    print(f"{'check':<44} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
+    width = max(len(name) for name, _, _ in checks)
+    print(f"{'check':<{width}} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
     failed = 0
     for name, build, directions in checks:
         fn, inputs = build()
         result = run(name, fn, inputs, directions)
         failed += not result.passed
-        print(f"{result.name:<44} {result.shapes:<40} {result.compared:>7} {result.max_abs:>9.1e} "
-              f"{result.max_rel:>9.1e}  {'pass' if result.passed else 'FAIL'}", flush=True)
+        print(f"{result.name:<{width}} {result.shapes:<40} {result.compared:>7} "
+              f"{result.max_abs:>9.1e} {result.max_rel:>9.1e}  "
+              f"{'pass' if result.passed else 'FAIL'}", flush=True)
     print(f"\n{len(checks) - failed} of {len(checks)} checks pass.\n"
           "Every gradient element (large inputs: random directions) against central differences "
           f"in float64;\na number passes when |analytical - numerical| <= {ATOL:g} + {RTOL:g} "
