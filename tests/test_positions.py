@@ -243,8 +243,29 @@ def test_absolute_positions_stop_at_max_len_and_relative_ones_do_not():
         with pytest.raises(ValueError, match=rf"CausalTransformer: a sequence of 12 tokens is "
                                              rf"longer than max_len 8, .* {positional}"):
             small_model(positional)(long_ids)
+    model, cache = small_model("learned"), small_model("learned").empty_cache()
+    model(long_ids[:, :6], cache=cache)
+    with pytest.raises(ValueError, match=r"a sequence of 9 tokens is longer than max_len 8"):
+        model(long_ids[:, :3], cache=cache)
     for positional in ("rope", "alibi", "none"):
         assert small_model(positional)(long_ids).shape == (1, 12, 11)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 2, 8))), cache=[]), TypeError,
+     r"MultiHeadAttention: cache must be a KVCache, got list"),
+    (lambda: small_model("rope")(np.zeros((1, 2), int), cache=[nn.KVCache()]), ValueError,
+     r"CausalTransformer: cache holds 1 layers, the model 2; make it with empty_cache\(\)"),
+    (lambda: small_model("none")(np.zeros(5, int)), ValueError,
+     r"CausalTransformer: ids must be \(B, T\), got shape \(5,\)"),
+    (lambda: small_model("none")(np.array([[0, 11]])), IndexError,
+     r"CausalTransformer: ids must lie in \[0, 11\)"),
+    (lambda: nn.PositionalEncoding(4, max_len=6)(ta.tensor(np.ones((1, 3, 4))), offset=4),
+     ValueError, r"PositionalEncoding: sequence length 7 exceeds max_len 6"),
+])
+def test_bad_input_to_the_layers_is_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_an_unknown_positional_lists_the_options():

@@ -3,6 +3,8 @@ embedding.
 
     1. project  the inputs into queries, keys and values     (B, T, E) -> (B, T, E)
     2. split    each projection into num_heads heads         (B, T, E) -> (B, H, T, D)
+                (rope=True: queries and keys then rotated by position; with a cache: the
+                cached keys and values put before the new ones)
     3. attend   every head on its own (scaled dot-product)   -> (B, H, L, D), weights (B, H, L, S)
     4. merge    the heads back side by side                  (B, H, L, D) -> (B, L, E)
     5. project  the merged heads with out_proj               (B, L, E) -> (B, L, E)
@@ -79,6 +81,9 @@ class MultiHeadAttention(Module):
                      query=(query, f"B L {E}"), key=(key, f"B S {E}"), value=(value, f"B S {E}"))
         (B, L, _), S = query.shape, key.shape[1]
         H, D = self.num_heads, self.head_dim
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"MultiHeadAttention: cache must be a KVCache, got "
+                            f"{type(cache).__name__}")
         start = 0 if cache is None else len(cache)              # tokens before this call's
 
         # 1. project

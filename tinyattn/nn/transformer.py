@@ -60,7 +60,9 @@ class CausalTransformer(Module):
       "learned"     an nn.Embedding(max_len, embed_dim) of positions, added to the embeddings
       "rope"        every attention layer rotates its queries and keys (F.rope)
       "alibi"       every attention layer adds ALiBi's distance penalty to its scores
-      "none"        nothing: the model sees, before each position, only a multiset of tokens
+      "none"        nothing: a layer cannot tell orders apart (one causal layer sees, before each
+                    position, a multiset of tokens; from the second on, the causal mask lets
+                    some order in: demo 8)
     The first two are tables of max_len rows, so sequences are at most max_len long; the last
     three have no length limit (max_len is then unused).
     """
@@ -84,9 +86,10 @@ class CausalTransformer(Module):
     def forward(self, ids, return_weights=False, cache=None):
         """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
 
-        `cache` (from `empty_cache()`) holds the keys and values of the tokens seen so far: the
-        ids are then the next tokens of the same sequences, at the positions after the cached
-        ones, and the logits are those the model gives them in the whole sequence.
+        `cache` (a list of one KVCache per block, from `empty_cache()`) holds the keys and values
+        of the tokens seen so far: the ids are then the next tokens of the same sequences, at the
+        positions after the cached ones, and the logits are those the model gives them in the
+        whole sequence. The cache grows by the ids' length.
         """
         start = len(cache[0]) if cache else 0                       # tokens already cached
         ids = self.check_ids(ids, start, cache)
@@ -122,7 +125,8 @@ class CausalTransformer(Module):
 
         The cache: the first step runs the prompt and fills one KVCache per layer; each later
         step runs the newest token alone, its positions continuing from the cache. The logits are
-        those of running the whole prefix (up to rounding, ~1e-15 in float64), so are the tokens.
+        those of running the whole prefix, up to rounding (matrix products of other shapes add
+        in another order), and so are the tokens.
 
         With absolute positions (sinusoidal, learned) the context is the last max_len tokens, as
         in nanoGPT. Once the sequence is longer than that, the window slides by one token at every

@@ -34,11 +34,11 @@ def cached_attention_step():
 
 
 def language_model(positional, cached=False):
-    """A two-layer causal transformer with the given positions, on fixed ids; `cached`: the last
+    """A one-layer causal transformer with the given positions, on fixed ids; `cached`: the last
     two positions' logits, computed after the first three went into a cache."""
     def build():
         ta.manual_seed(0)
-        model = nn.CausalTransformer(vocab_size=7, embed_dim=8, num_heads=2, num_layers=2,
+        model = nn.CausalTransformer(vocab_size=7, embed_dim=8, num_heads=2, num_layers=1,
                                      max_len=8, positional=positional)
         ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
 
@@ -66,7 +66,8 @@ LAYER_CASES = [
                        attn_mask=F.alibi_bias(4, 5), is_causal=True)),
     LayerCase("MultiHeadAttention, rope, causal",
               layer(lambda: nn.MultiHeadAttention(8, 2, rope=True), (2, 5, 8), is_causal=True)),
-    LayerCase("MultiHeadAttention, cached step (rope)", cached_attention_step),
+    LayerCase("MultiHeadAttention, cached step (rope, random directions)", cached_attention_step,
+              directions=6),
     *[LayerCase(f"CausalTransformer, {positional} (random directions)",
                 language_model(positional), directions=4)
       for positional in ("learned", "rope", "alibi", "none")],
