@@ -76,7 +76,8 @@ def equivariance_gaps(length=10):
     with ta.no_grad():
         for encoding in ENCODINGS:
             layer = encoded_layer(encoding, length)
-            out, out_of_permuted = layer(ta.tensor(x)).data, layer(ta.tensor(x[:, permutation])).data
+            out = layer(ta.tensor(x)).data                          # f(x)
+            out_of_permuted = layer(ta.tensor(x[:, permutation])).data      # f(Px)
             gaps[encoding] = float(np.abs(out_of_permuted - out[:, permutation]).max())
     return gaps
 
@@ -112,15 +113,6 @@ def shift_batch(random, size, length=LENGTH):
     return ids, targets
 
 
-def shift_score(model, batch):
-    """(cross-entropy over the answered positions as a tensor, share of them answered right)."""
-    ids, targets = batch
-    logits = model(ids)                                             # (B, T, VOCAB)
-    answered = targets != IGNORE
-    accuracy = float((logits.data.argmax(axis=-1) == targets)[answered].mean())
-    return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)), accuracy
-
-
 def correct_by_position(model, size, length):
     """(size, length) booleans: each held-out answer right or not, on sequences of `length`."""
     ids, targets = shift_batch(np.random.default_rng(SEED + 2), size, length)
@@ -145,8 +137,8 @@ def train_each_encoding(settings, held_out_size):
         model = nn.CausalTransformer(VOCAB, EMBED_DIM, NUM_HEADS, NUM_LAYERS,
                                      max_len=max(TEST_LENGTHS), dtype=np.float32,
                                      positional=encoding)
-        run = demo_tools.train(model, shift_batch, shift_score, held_out, encoding, LEARNING_RATE,
-                               BATCH, SEED, **settings)
+        run = demo_tools.train(model, shift_batch, demo_tools.sequence_score, held_out, encoding,
+                               LEARNING_RATE, BATCH, SEED, **settings)
         correct = {length: correct_by_position(model, held_out_size, length)
                    for length in TEST_LENGTHS}
         run["beyond"] = {length: float(correct[length][:, LENGTH:].mean())
