@@ -1,8 +1,9 @@
 """Where a token is: the position encodings.
 
 Attention alone does not know where a token is. Permute the tokens of a sequence and the outputs
-of a transformer layer come out permuted alike (demo 8 measures it), and a causal model sees only
-the multiset of the tokens before each position. Four ways to tell it, in the order they came:
+of a transformer layer come out permuted alike, and one causal layer sees, before each position,
+only the multiset of the tokens there (demo 8 measures both). Four ways to tell it, in the order
+they came:
 
     sinusoidal  "Attention Is All You Need" (2017): a fixed table of sines and cosines, added to
                 the token embeddings
@@ -18,9 +19,10 @@ has no encoding. With the last two, the score of query i and key j depends on i 
 i - j, and nothing limits the length (how well a model does beyond the length it was trained on
 is another question, which demo 8 measures).
 
-All of them use geometric frequencies: pair i of the D features turns at base**(-2i/D) radians per
-position, from 1 down to about 1/base, so some pairs tell neighbours apart and others far-apart
-positions.
+The sinusoidal table and rope share their frequencies: pair i of the D features turns by
+base**(-2i/D) radians per position, from 1 down to about 1/base, so that some pairs tell
+neighbours apart and others far-apart positions. (The table holds the sines and cosines of the
+very angles rope rotates by.)
 """
 import numpy as np
 
@@ -115,8 +117,8 @@ def alibi_bias(num_heads, length, dtype=np.float64, offset=0):
     look near and others far.
 
     The paper's causal models add -m_h (p_i - j) for j <= p_i and mask the rest, which is this
-    bias under a causal mask (its code adds m_h * j, which differs from it by an amount that is
-    the same along a row, so it gives the same softmax).
+    bias under a causal mask. (Its code adds m_h * j instead, which differs from that by m_h p_i,
+    the same along a row, so it gives the same softmax.)
     """
     check_ints("alibi_bias", low=1, num_heads=num_heads)
     check_ints("alibi_bias", low=0, length=length, offset=offset)
