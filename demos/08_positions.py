@@ -20,9 +20,9 @@ What it shows, in three parts:
 
 The pictures are `positions_accuracy.png` (held-out accuracy per encoding) and
 `positions_extrapolation.png` (accuracy per position, up to 4x the trained length) in the output
-folder (when matplotlib is installed). With OPENBLAS_NUM_THREADS=1, on a 2-core machine shared
-with other work, the full run took 88 s (67 s of CPU time) in one run and 147 s in another;
-`--quick` trains for 40 steps and took 8 s (6 s of CPU time).
+folder (when matplotlib is installed). The full run used 67-81 s of processor time with BLAS on
+one thread (it prints both times); on a 2-core machine kept busy by other work (load 3-7) it took
+88-155 s. `--quick` trains for 40 steps: 8-15 s (6-7 s of processor time).
 
 The model: `nn.CausalTransformer(positional=...)`, 2 layers of 4 heads, width 32, float32, Adam,
 the same batches for every encoding. Its logits at position t are read as the answer for t.
