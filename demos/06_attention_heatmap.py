@@ -38,7 +38,6 @@ import numpy as np
 
 import demo_tools
 import tinyattn as ta
-import tinyattn.functional as F
 import tinyattn.nn as nn
 
 SEED = 0
@@ -73,15 +72,6 @@ def reversal_batch(random, size):
     ids, targets = sequence[:, :-1], sequence[:, 1:].copy()                    # (size, 2L)
     targets[:, :LENGTH] = IGNORE
     return ids, targets
-
-
-def reversal_score(model, batch):
-    """(cross-entropy over the reversed digits as a tensor, share of them predicted right)."""
-    ids, targets = batch
-    logits = model(ids)                                             # (B, T, VOCAB)
-    answered = targets != IGNORE
-    accuracy = float((logits.data.argmax(axis=-1) == targets)[answered].mean())
-    return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)), accuracy
 
 
 def token_labels(ids):
@@ -164,8 +154,8 @@ def main(argv=None):
           f"{NUM_HEADS} heads, embed_dim {EMBED_DIM}), Adam (lr {LEARNING_RATE}), "
           f"{settings['steps']} steps:\n")
     held_out = reversal_batch(np.random.default_rng(SEED + 1), HELD_OUT)    # never trained on
-    curves = demo_tools.train(model, reversal_batch, reversal_score, held_out, "reversal",
-                              LEARNING_RATE, BATCH, SEED, **settings)
+    curves = demo_tools.train(model, reversal_batch, demo_tools.sequence_score, held_out,
+                              "reversal", LEARNING_RATE, BATCH, SEED, **settings)
 
     ids, targets = held_out
     with ta.no_grad():

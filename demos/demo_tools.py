@@ -1,5 +1,5 @@
 """What the demos share: their command line, their tables, matplotlib when it is installed, and
-the training loop of demos 5 and 6.
+the training loop of demos 5, 6 and 8.
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
 directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import tinyattn as ta
+import tinyattn.functional as F
 
 DEFAULT_OUTPUT = "tinyattn-demos"
 
@@ -121,3 +122,15 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
     curves["seconds"] = time.perf_counter() - start
     curves["dtype"] = str(loss.dtype)
     return curves
+
+
+def sequence_score(model, batch, ignore_index=-100):
+    """(mean cross-entropy as a tensor, share of answers right) of a model giving logits
+    (B, T, vocab) for a batch (ids, targets), both (B, T); targets equal to ignore_index (the
+    positions without an answer) are left out of both."""
+    ids, targets = batch
+    logits = model(ids)                                             # (B, T, vocab)
+    answered = targets != ignore_index
+    accuracy = float((logits.data.argmax(axis=-1) == targets)[answered].mean())
+    vocab = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index), accuracy

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import attention, efficient_attention, long_attention, overhead
+from tinyattn.tools.bench import (attention, efficient_attention, generation, long_attention,
+                                  overhead)
 
 
 def test_the_hand_written_chain_matches_tinyattn():
@@ -51,3 +52,16 @@ def test_the_efficient_bench_prints_its_table(capsys):
     assert "L = 40" in out and "sliding window" in out and "linear, causal" in out
     assert set(ratios) == {"sdpa, causal", "sliding window", "linear, causal"}
     assert ratios["sdpa, causal"] == (1.0, 1.0)
+def test_generation_with_and_without_the_cache_agree():
+    model = generation.gpt_model(embed_dim=16, num_layers=2, max_len=8)
+    prompt = np.array([[3, 1, 4]])
+    cached = generation.seeded(generation.cached, model)(prompt, 9)      # past max_len 8
+    uncached = generation.seeded(generation.generate_without_cache, model)(prompt, 9)
+    assert cached.shape == (1, 12)
+    np.testing.assert_array_equal(cached, uncached)
+
+
+def test_the_generation_bench_prints_its_table(capsys):
+    speedups = generation.bench_generation(1, lengths=(3,))
+    assert list(speedups) == [3] and speedups[3] > 0
+    assert "cached tokens/s" in capsys.readouterr().out

@@ -1,14 +1,16 @@
 """Functions on tensors, composed from the ops: `import tinyattn.functional as F`.
 
 Read in this order: basics (activations, softmax, layer norm, dropout, cross-entropy), then
-attention (scaled dot-product attention, with shape comments on every line), then attention that
-scales: flash_attention (the same attention, block by block), sparse_patterns (masks of the Sparse
-Transformer and Longformer), sliding_window (a band computed chunk by chunk) and linear_attention
-(Katharopoulos et al. 2020, causal by chunks).
+attention (scaled dot-product attention, with shape comments on every line), then positions (the
+sinusoidal table, rotary embeddings, ALiBi), then attention that scales: flash_attention (the same
+attention, block by block), sparse_patterns (masks of the Sparse Transformer and Longformer),
+sliding_window (a band computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020,
+causal by chunks).
 """
 from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
                                         cross_entropy)
 from tinyattn.functional.attention import attention, scaled_dot_product_attention
+from tinyattn.functional.positions import sinusoidal_positions, rope, alibi_slopes, alibi_bias
 from tinyattn.functional.flash_attention import flash_attention
 from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, sparse_transformer_mask,
                                                  global_mask, longformer_mask)
@@ -16,7 +18,7 @@ from tinyattn.functional.sliding_window import sliding_window_attention
 from tinyattn.functional.linear_attention import linear_attention, linear_attention_step
 
 __all__ = ["softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
-           "cross_entropy", "attention", "scaled_dot_product_attention", "flash_attention",
-           "local_mask", "strided_mask", "sparse_transformer_mask", "global_mask",
-           "longformer_mask", "sliding_window_attention", "linear_attention",
-           "linear_attention_step"]
+           "cross_entropy", "attention", "scaled_dot_product_attention", "sinusoidal_positions",
+           "rope", "alibi_slopes", "alibi_bias", "flash_attention", "local_mask", "strided_mask",
+           "sparse_transformer_mask", "global_mask", "longformer_mask",
+           "sliding_window_attention", "linear_attention", "linear_attention_step"]

@@ -2,12 +2,14 @@
 decoder (self- and cross-attention), experts."""
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
-                                PositionalEncoding, sinusoidal_positions)
-from tinyattn.nn.attention import MultiHeadAttention
+                                PositionalEncoding)
+from tinyattn.functional.positions import sinusoidal_positions   # also nn.sinusoidal_positions
+from tinyattn.nn.attention import MultiHeadAttention, KVCache
 from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
 from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
 from tinyattn.nn.experts import MixtureOfExperts
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
-           "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "TransformerBlock",
-           "CausalTransformer", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts"]
+           "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "KVCache",
+           "TransformerBlock", "CausalTransformer", "TransformerDecoderBlock", "EncoderDecoder",
+           "MixtureOfExperts"]

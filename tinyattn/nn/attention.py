@@ -3,16 +3,27 @@ embedding.
 
     1. project  the inputs into queries, keys and values     (B, T, E) -> (B, T, E)
     2. split    each projection into num_heads heads         (B, T, E) -> (B, H, T, D)
+                (rope=True: queries and keys then rotated by position; with a cache: the
+                cached keys and values put before the new ones)
     3. attend   every head on its own (scaled dot-product)   -> (B, H, L, D), weights (B, H, L, S)
     4. merge    the heads back side by side                  (B, H, L, D) -> (B, L, E)
     5. project  the merged heads with out_proj               (B, L, E) -> (B, L, E)
 
 with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, S the key length.
+
+Generating text, a model runs one new token at a time; a `KVCache` keeps the keys and values of
+the tokens before it, so that each step computes only the new token's (the end of this file).
 """
+import math
+
+import numpy as np
+
 import tinyattn.functional as F
+from tinyattn.engine import data_of
 from tinyattn.nn.layers import Linear
 from tinyattn.arguments import check_ints, check_number, check_shapes
 from tinyattn.nn.module import Module
+from tinyattn.ops import concatenate
 
 
 class MultiHeadAttention(Module):
@@ -33,15 +44,28 @@ class MultiHeadAttention(Module):
     per-example mask needs its head axis: (B, 1, L, S), not (B, L, S), which NumPy would line up
     with (H, L, S). Note that PyTorch's `nn.MultiheadAttention` uses the opposite convention for
     boolean masks (True = masked).
+
+    `rope=True` rotates every head's queries and keys by their positions (`F.rope`, RoFormer),
+    counted from the start of the sequence, or of the cache.
+
+    `cache` (a `KVCache`, see below) makes the call one step of generation: the keys and values
+    of this call's tokens are appended to those of the earlier tokens, the queries attend over all
+    of them, and the positions (for rope, and for the causal mask) continue from the cache.
     """
 
-    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
+    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None,
+                 rope=False):
         check_ints("MultiHeadAttention", low=1, embed_dim=embed_dim, num_heads=num_heads)
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
                              f"num_heads {num_heads}")
+        if rope and (embed_dim // num_heads) % 2:
+            raise ValueError(f"MultiHeadAttention: rope rotates pairs of features, so it needs an "
+                             f"even head_dim; got embed_dim {embed_dim} / num_heads {num_heads} = "
+                             f"{embed_dim // num_heads}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
+        self.rope = bool(rope)
         self.dropout = check_number("MultiHeadAttention", "dropout", dropout, 0, 1)
         self.scale = scale          # None: 1 / sqrt(head_dim); 1.0: unscaled (see demos)
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
@@ -49,7 +73,7 @@ class MultiHeadAttention(Module):
         self.v_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
 
-    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False):
+    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, cache=None):
         key = query if key is None else key
         value = key if value is None else value
         E = self.embed_dim
@@ -57,6 +81,10 @@ class MultiHeadAttention(Module):
                      query=(query, f"B L {E}"), key=(key, f"B S {E}"), value=(value, f"B S {E}"))
         (B, L, _), S = query.shape, key.shape[1]
         H, D = self.num_heads, self.head_dim
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"MultiHeadAttention: cache must be a KVCache, got "
+                            f"{type(cache).__name__}")
+        start = 0 if cache is None else len(cache)              # tokens before this call's
 
         # 1. project
         q = self.q_proj(query)                                  # (B, L, E)
@@ -66,6 +94,13 @@ class MultiHeadAttention(Module):
         q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)         # (B, H, L, D)
         k = k.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
         v = v.reshape(B, S, H, D).transpose(0, 2, 1, 3)         # (B, H, S, D)
+        if self.rope:       # rotate queries and keys by their positions start, start + 1, ...
+            q = F.rope(q, offset=start)                         # (B, H, L, D)
+            k = F.rope(k, offset=start)                         # (B, H, S, D)
+        if cache is not None:   # the earlier tokens' keys and values come first
+            k, v = cache.append(k, v)                           # (B, H, start + S, D)
+            if is_causal:       # the L queries are the last L positions: align the mask there
+                attn_mask, is_causal = causal_at_the_end(L, start + S, attn_mask), False
         # 3. attend, every head at once (the head axis is a batch axis)
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal,
@@ -76,4 +111,52 @@ class MultiHeadAttention(Module):
         return self.out_proj(merged), weights                   # (B, L, E), (B, H, L, S)
 
     def extra_repr(self):
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+        rope = ", rope=True" if self.rope else ""
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{rope}"
+
+
+class KVCache:
+    """The keys and values an attention layer has computed so far, (B, H, S, D) each.
+
+    A model writing text predicts one token, appends it, and runs again on the longer sequence.
+    Run plainly, every step recomputes the keys and values of the whole prefix. But with causal
+    attention, a token's key and value depend only on the tokens up to it (in every layer), so they
+    never change once computed: each step can compute the new token's alone, and take the others
+    from here. A step then costs one token's projections and one query against the S keys of the
+    prefix, instead of a forward pass over all S tokens.
+
+    Use one KVCache per attention layer, empty at first, and pass it as `cache=` to every call on
+    the same sequence: the first call may hold the whole prompt, the next ones each new token.
+    Keys are stored after rope, so a cached key keeps the rotation of its own position.
+    """
+
+    def __init__(self):
+        self.keys = self.values = None
+
+    def __len__(self):
+        """How many positions are cached."""
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def append(self, keys, values):
+        """Append the new tokens' keys and values (B, H, L, D); returns all, (B, H, S, D) each."""
+        if self.keys is not None:
+            keys = concatenate([self.keys, keys], axis=2)           # (B, H, S, D)
+            values = concatenate([self.values, values], axis=2)     # (B, H, S, D)
+        self.keys, self.values = keys, values
+        return keys, values
+
+
+def causal_at_the_end(L, S, attn_mask=None):
+    """The causal mask for L queries that are the LAST L of S positions, the cached ones first:
+    query i, at position S - L + i, sees the keys j <= S - L + i. (SDPA's `is_causal` lines the
+    mask up at the start, query i seeing j <= i, as PyTorch does: the same only when L == S.)
+
+    With an `attn_mask`: a boolean one is and-ed with this one, a float one (such as ALiBi's bias)
+    gets -inf added where this one forbids.
+    """
+    allowed = np.tril(np.ones((L, S), dtype=bool), k=S - L)                 # (L, S)
+    if attn_mask is None:
+        return allowed
+    if data_of(attn_mask).dtype == np.bool_:
+        return data_of(attn_mask) & allowed                                 # (..., L, S)
+    return attn_mask + np.where(allowed, 0.0, -math.inf).astype(attn_mask.dtype)   # (..., L, S)

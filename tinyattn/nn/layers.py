@@ -106,38 +106,25 @@ class FeedForward(Module):
         return self.dropout(self.down(F.gelu(self.up(x))))    # (..., E) -> (..., hidden) -> (..., E)
 
 
-def sinusoidal_positions(length, dim):
-    """The table of "Attention Is All You Need", (length, dim):
-
-        P[pos, 2i] = sin(pos / 10000^(2i/dim)),   P[pos, 2i+1] = cos(pos / 10000^(2i/dim))
-
-    Each pair of columns is a sinusoid of its own wavelength, so every position gets a distinct
-    pattern and nearby positions get similar ones.
-    """
-    positions = np.arange(length)[:, None]                        # (length, 1)
-    frequencies = 10000.0 ** (-np.arange(0, dim, 2) / dim)        # (ceil(dim / 2),)
-    angles = positions * frequencies                              # (length, ceil(dim / 2))
-    table = np.zeros((length, dim))
-    table[:, 0::2] = np.sin(angles)
-    table[:, 1::2] = np.cos(angles[:, : dim // 2])
-    return table
-
-
 class PositionalEncoding(Module):
-    """Adds the sinusoidal position table to a batch of embeddings (B, T, E); no parameters."""
+    """Adds the sinusoidal position table (`F.sinusoidal_positions`) to a batch of embeddings
+    (B, T, E); no parameters. forward(x, offset=0) adds the rows offset ... offset + T - 1: the
+    positions of tokens that come after `offset` cached ones."""
 
     def __init__(self, embed_dim, max_len=1024):
         check_ints("PositionalEncoding", low=0, embed_dim=embed_dim, max_len=max_len)
         self.embed_dim, self.max_len = embed_dim, max_len
-        self.table = sinusoidal_positions(max_len, embed_dim)
+        self.table = F.sinusoidal_positions(max_len, embed_dim)
 
-    def forward(self, x):
+    def forward(self, x, offset=0):
         T = check_shapes("PositionalEncoding", floating=True,
                          input=(x, f"... T {self.embed_dim}"))["T"]
-        if T > self.max_len:
-            raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len "
+        check_ints("PositionalEncoding", low=0, offset=offset)
+        if offset + T > self.max_len:
+            raise ValueError(f"PositionalEncoding: sequence length {offset + T} exceeds max_len "
                              f"{self.max_len}")
-        return x + self.table[:T].astype(x.dtype, copy=False)     # (B, T, E) + (T, E)
+        rows = self.table[offset:offset + T].astype(x.dtype, copy=False)     # (T, E)
+        return x + rows                                                       # (B, T, E)
 
     def extra_repr(self):
         return f"{self.embed_dim}, max_len={self.max_len}"

@@ -1,4 +1,5 @@
-"""A pre-LayerNorm transformer block, and a small causal language model made of them.
+"""A pre-LayerNorm transformer block, and a small causal language model made of them, which can
+write: `generate`, with a key/value cache.
 
     x = x + attention(layer_norm(x))        tokens look at each other
     x = x + feed_forward(layer_norm(x))     each token is transformed on its own
@@ -7,30 +8,43 @@ The residual connections (`x + ...`) give the gradient a direct path through eve
 the LayerNorm before each sub-layer ("pre-LN", as in GPT-2) keeps deep stacks trainable without a
 learning-rate warm-up.
 """
-from tinyattn.nn.attention import MultiHeadAttention
+import numpy as np
+
+import tinyattn.functional as F
+from tinyattn import rng
+from tinyattn.arguments import check_choice, check_ids, check_ints, check_number
+from tinyattn.engine import no_grad
+from tinyattn.nn.attention import KVCache, MultiHeadAttention
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
 
+POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
+ABSOLUTE = ("sinusoidal", "learned")        # a table of max_len rows: no position beyond it
+
 
 class TransformerBlock(Module):
-    """Pre-LN block: x + attn(ln1(x)), then x + ff(ln2(x)). Inputs and outputs are (B, T, E)."""
+    """Pre-LN block: x + attn(ln1(x)), then x + ff(ln2(x)). Inputs and outputs are (B, T, E).
+
+    `rope=True` gives the attention rotary positions; `cache` (a KVCache) is passed to it.
+    """
 
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
-                 dtype=None):
+                 dtype=None, rope=False):
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
-                                       dtype=dtype)
+                                       dtype=dtype, rope=rope)
         self.ln2 = LayerNorm(embed_dim, dtype=dtype)
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, attn_mask=None, is_causal=False):
-        return self.forward_with_weights(x, attn_mask, is_causal)[0]
+    def forward(self, x, attn_mask=None, is_causal=False, cache=None):
+        return self.forward_with_weights(x, attn_mask, is_causal, cache)[0]
 
-    def forward_with_weights(self, x, attn_mask=None, is_causal=False):
-        """(output, attention weights (B, H, T, T))."""
-        attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal)
+    def forward_with_weights(self, x, attn_mask=None, is_causal=False, cache=None):
+        """(output, attention weights (B, H, T, S))."""
+        attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal,
+                                      cache=cache)
         x = x + self.dropout(attended)          # (B, T, E)
         return x + self.ff(self.ln2(x)), weights
 
@@ -38,25 +52,147 @@ class TransformerBlock(Module):
 class CausalTransformer(Module):
     """A small GPT-style language model: token ids (B, T) -> next-token logits (B, T, vocab_size).
 
-    embedding + sinusoidal positions -> num_layers causal TransformerBlocks -> LayerNorm -> Linear.
+    embedding (+ positions) -> num_layers causal TransformerBlocks -> LayerNorm -> Linear.
     `scale` is passed to every attention layer (None: 1 / sqrt(head_dim); 1.0: unscaled).
+
+    `positional` says how the model knows where a token is (tinyattn/functional/positions.py):
+      "sinusoidal"  the fixed table of "Attention Is All You Need", added to the embeddings
+      "learned"     an nn.Embedding(max_len, embed_dim) of positions, added to the embeddings
+      "rope"        every attention layer rotates its queries and keys (F.rope)
+      "alibi"       every attention layer adds ALiBi's distance penalty to its scores
+      "none"        nothing: a layer cannot tell orders apart (one causal layer sees, before each
+                    position, a multiset of tokens; from the second on, the causal mask lets
+                    some order in: demo 8)
+    The first two are tables of max_len rows, so sequences are at most max_len long; the last
+    three have no length limit (max_len is then unused).
     """
 
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
-                 scale=None, dtype=None):
+                 scale=None, dtype=None, positional="sinusoidal"):
+        check_choice("CausalTransformer", "positional", positional, POSITIONAL)
+        check_ints("CausalTransformer", low=1, max_len=max_len)
+        self.positional, self.max_len, self.num_heads = positional, max_len, num_heads
         self.embed = Embedding(vocab_size, embed_dim, dtype=dtype)
-        self.positions = PositionalEncoding(embed_dim, max_len)
+        if positional == "sinusoidal":
+            self.positions = PositionalEncoding(embed_dim, max_len)
+        elif positional == "learned":
+            self.positions = Embedding(max_len, embed_dim, dtype=dtype)
         self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout, scale=scale,
-                                        dtype=dtype) for _ in range(num_layers)]
+                                        dtype=dtype, rope=positional == "rope")
+                       for _ in range(num_layers)]
         self.ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, vocab_size, dtype=dtype)
 
-    def forward(self, ids, return_weights=False):
-        """Logits (B, T, vocab_size); with return_weights, also each block's attention weights."""
-        x = self.positions(self.embed(ids))     # (B, T, E)
+    def forward(self, ids, return_weights=False, cache=None):
+        """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
+
+        `cache` (a list of one KVCache per block, from `empty_cache()`) holds the keys and values
+        of the tokens seen so far: the ids are then the next tokens of the same sequences, at the
+        positions after the cached ones, and the logits are those the model gives them in the
+        whole sequence. The cache grows by the ids' length.
+        """
+        start = len(cache[0]) if cache else 0                       # tokens already cached
+        ids = self.check_ids(ids, start, cache)
+        T = ids.shape[1]
+        x = self.embed(ids)                                             # (B, T, E)
+        if self.positional == "sinusoidal":
+            x = self.positions(x, offset=start)                         # (B, T, E)
+        elif self.positional == "learned":
+            x = x + self.positions(np.arange(start, start + T))         # (B, T, E) + (T, E)
+        bias = None
+        if self.positional == "alibi":
+            bias = F.alibi_bias(self.num_heads, T, x.dtype, offset=start)   # (H, T, start + T)
         weights = []
-        for block in self.blocks:
-            x, block_weights = block.forward_with_weights(x, is_causal=True)   # (B, T, E)
-            weights.append(block_weights)       # (B, H, T, T)
-        logits = self.head(self.ln(x))          # (B, T, vocab_size)
+        for block, block_cache in zip(self.blocks, cache or [None] * len(self.blocks)):
+            x, block_weights = block.forward_with_weights(x, bias, is_causal=True,
+                                                          cache=block_cache)   # (B, T, E)
+            weights.append(block_weights)                               # (B, H, T, start + T)
+        logits = self.head(self.ln(x))                                  # (B, T, vocab_size)
         return (logits, weights) if return_weights else logits
+
+    def empty_cache(self):
+        """One empty KVCache per block, for `forward(ids, cache=...)`."""
+        return [KVCache() for _ in self.blocks]
+
+    @no_grad()
+    def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
+        """Continue each row of `ids` (B, T) by max_new_tokens tokens: (B, T + max_new_tokens).
+
+        At each step the next token is drawn from softmax(logits / temperature) of the last
+        position, restricted to the top_k largest logits when top_k is given (`next_tokens`);
+        temperature=0 takes the largest. Draws come from the generator `ta.manual_seed` seeds.
+        No graph is recorded. As in PyTorch, dropout is active in training mode: call `eval()`.
+
+        The cache: the first step runs the prompt and fills one KVCache per layer; each later
+        step runs the newest token alone, its positions continuing from the cache. The logits are
+        those of running the whole prefix, up to rounding (matrix products of other shapes add
+        in another order), and so are the tokens.
+
+        With absolute positions (sinusoidal, learned) the context is the last max_len tokens, as
+        in nanoGPT. Once the sequence is longer than that, the window slides by one token at every
+        step, every kept token changes position, and so do all their keys and values: the cache is
+        rebuilt from the window at each step (no faster than without one, but still exact). rope,
+        alibi and none have no length limit: the cache keeps growing.
+
+        ids: integers in [0, vocab_size), an array or tensor (B, T) with T >= 1; max_new_tokens
+        an int >= 0; temperature >= 0; top_k None or an int >= 1 (above the vocabulary size it
+        means all of it). Returns a NumPy int64 array.
+        """
+        ids = self.check_generate_arguments(ids, max_new_tokens, temperature, top_k)
+        window = self.max_len if self.positional in ABSOLUTE else None
+        cache = None
+        for _ in range(max_new_tokens):
+            start = 0 if window is None else max(0, ids.shape[1] - window)
+            if cache is None or start > 0:          # first step, or the window has slid
+                cache = self.empty_cache()
+                logits = self(ids[:, start:], cache=cache)              # (B, T - start, vocab)
+            else:
+                logits = self(ids[:, -1:], cache=cache)                 # (B, 1, vocab)
+            chosen = next_tokens(logits.data[:, -1], temperature, top_k)     # (B,)
+            ids = np.concatenate([ids, chosen[:, None]], axis=1)        # (B, T + 1)
+        return ids
+
+    # ---------------------------------------------------------------- the doors
+    def check_ids(self, ids, start, cache):
+        """The ids as a (B, T) integer array, checked against the vocabulary, the cache and, for
+        absolute positions, the table's length."""
+        ids = check_ids("CausalTransformer", "ids", ids, self.embed.num_embeddings, "tokens")
+        if ids.ndim != 2:
+            raise ValueError(f"CausalTransformer: ids must be (B, T), got shape {ids.shape}")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(f"CausalTransformer: cache holds {len(cache)} layers, the model "
+                             f"{len(self.blocks)}; make it with empty_cache()")
+        if self.positional in ABSOLUTE and start + ids.shape[1] > self.max_len:
+            raise ValueError(f"CausalTransformer: a sequence of {start + ids.shape[1]} tokens is "
+                             f"longer than max_len {self.max_len}, the length of the "
+                             f"{self.positional} position table")
+        return ids
+
+    def check_generate_arguments(self, ids, max_new_tokens, temperature, top_k):
+        """The ids as an int64 array, and a clear error for anything generate cannot use."""
+        ids = check_ids("generate", "ids", ids, self.embed.num_embeddings, "tokens")
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise ValueError(f"generate: ids must be (B, T) with T >= 1, got shape {ids.shape}")
+        check_ints("generate", low=0, max_new_tokens=max_new_tokens)
+        check_number("generate", "temperature", temperature, low=0)
+        if top_k is not None:
+            check_ints("generate", low=1, top_k=top_k)
+        return ids.astype(np.int64)
+
+
+def next_tokens(logits, temperature, top_k=None):
+    """One token id per row of `logits` (B, V), a NumPy array: the largest when temperature is 0,
+    otherwise a draw from softmax(logits / temperature) over the top_k largest logits (all of
+    them when top_k is None; a logit tied with the k-th largest is kept too, as in nanoGPT)."""
+    if temperature == 0:
+        return logits.argmax(axis=-1)                                   # (B,)
+    logits = logits.astype(np.float64) / temperature                    # (B, V)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = np.sort(logits, axis=-1)[:, -top_k, None]         # (B, 1)
+        logits = np.where(logits < kth_largest, -np.inf, logits)        # (B, V)
+    weights = np.exp(logits - logits.max(axis=-1, keepdims=True))       # (B, V), unnormalised
+    cumulative = weights.cumsum(axis=-1)                                # (B, V)
+    # inverse transform sampling: a uniform number u in [0, total), and the first token whose
+    # cumulative weight exceeds it (a token of weight 0 can never be that one)
+    u = rng.generator.random((len(logits), 1)) * cumulative[:, -1:]     # (B, 1)
+    return (cumulative <= u).sum(axis=-1)                               # (B,)

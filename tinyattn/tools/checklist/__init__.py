@@ -11,12 +11,12 @@ from typing import NamedTuple
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import decoder_experts, efficient_attention, flash_attention, layers, \
-    ops
+from tinyattn.tools.checklist import (decoder_experts, efficient_attention, flash_attention,
+                                     layers, ops, positions)
 from tinyattn.tools.checklist.cases import op_check
 from tinyattn.tools.gradcheck import compare_gradients
 
-TABLES = [ops, layers, flash_attention, efficient_attention, decoder_experts]
+TABLES = [ops, layers, positions, flash_attention, efficient_attention, decoder_experts]
 OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]
 LAYER_CASES = [case for table in TABLES for case in getattr(table, "LAYER_CASES", ())]
 
@@ -72,14 +72,16 @@ def main(argv=()):
     if not checks:
         print(f"no check matches {args.pattern!r}")
         return 2
-    print(f"{'check':<44} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
+    width = max(len(name) for name, _, _ in checks)
+    print(f"{'check':<{width}} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
     failed = 0
     for name, build, directions in checks:
         fn, inputs = build()
         result = run(name, fn, inputs, directions)
         failed += not result.passed
-        print(f"{result.name:<44} {result.shapes:<40} {result.compared:>7} {result.max_abs:>9.1e} "
-              f"{result.max_rel:>9.1e}  {'pass' if result.passed else 'FAIL'}", flush=True)
+        print(f"{result.name:<{width}} {result.shapes:<40} {result.compared:>7} "
+              f"{result.max_abs:>9.1e} {result.max_rel:>9.1e}  "
+              f"{'pass' if result.passed else 'FAIL'}", flush=True)
     print(f"\n{len(checks) - failed} of {len(checks)} checks pass.\n"
           "Every gradient element (large inputs: random directions) against central differences "
           f"in float64;\na number passes when |analytical - numerical| <= {ATOL:g} + {RTOL:g} "

@@ -1,0 +1,148 @@
+"""CausalTransformer.generate: with its key/value cache it writes exactly the tokens of recomputing
+the whole (cropped) prefix at every step, for every positional option, greedy and sampled; the
+sampling rule (temperature, top-k, seeds); and its bad input."""
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+from tinyattn import engine
+from tinyattn.nn.transformer import POSITIONAL, next_tokens
+from tinyattn.tools.bench.generation import generate_without_cache
+
+VOCAB, MAX_LEN = 11, 8
+
+
+def small_model(positional, dtype=None):
+    ta.manual_seed(0)
+    return nn.CausalTransformer(vocab_size=VOCAB, embed_dim=16, num_heads=2, num_layers=2,
+                                max_len=MAX_LEN, positional=positional, dtype=dtype)
+
+
+def both_ways(model, ids, max_new_tokens, **sampling):
+    """(generate's tokens, recomputing's tokens), each drawn from the same seed."""
+    ta.manual_seed(5)
+    cached = model.generate(ids, max_new_tokens, **sampling)
+    ta.manual_seed(5)
+    return cached, generate_without_cache(model, ids, max_new_tokens, **sampling)
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=1.0),
+                                      dict(temperature=0.7, top_k=3)],
+                         ids=["greedy", "sampled", "top-k"])
+@pytest.mark.parametrize("positional", POSITIONAL)
+def test_generate_gives_the_tokens_of_recomputing_the_prefix(positional, sampling):
+    """5-token prompts and 9 new tokens: 14 > max_len 8, so absolute positions crop the context
+    (and rebuild the cache) from the 4th step on, and the others run past max_len."""
+    model = small_model(positional)
+    ids = np.random.default_rng(0).integers(0, VOCAB, (3, 5))
+    cached, recomputed = both_ways(model, ids, 9, **sampling)
+    assert cached.shape == (3, 14) and cached.dtype == np.int64
+    np.testing.assert_array_equal(cached[:, :5], ids)
+    np.testing.assert_array_equal(cached, recomputed)
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope"])
+def test_a_prompt_longer_than_max_len(positional):
+    model = small_model(positional)
+    ids = np.random.default_rng(1).integers(0, VOCAB, (2, 12))
+    cached, recomputed = both_ways(model, ids, 4)
+    np.testing.assert_array_equal(cached, recomputed)
+
+
+def test_float32_generation_gives_the_tokens_of_recomputing():
+    model = small_model("rope", dtype=np.float32)
+    ids = np.random.default_rng(2).integers(0, VOCAB, (2, 3))
+    cached, recomputed = both_ways(model, ids, 10, temperature=0)
+    np.testing.assert_array_equal(cached, recomputed)
+
+
+def test_generation_is_reproducible_under_a_seed():
+    model = small_model("alibi")
+    ids = np.zeros((4, 1), dtype=int)
+    runs = []
+    for seed in (3, 3, 4):
+        ta.manual_seed(seed)
+        runs.append(model.generate(ids, 12))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+
+
+def recording(model):
+    """Make `model` keep the inputs and logits of every forward call in a list it returns."""
+    calls = []
+
+    def forward(ids, *args, **kwargs):
+        calls.append((ids, nn.CausalTransformer.forward(model, ids, *args, **kwargs)))
+        return calls[-1][1]
+    model.forward = forward
+    return calls
+
+
+def test_generate_records_no_graph_and_accepts_a_tensor():
+    model = small_model("learned")
+    calls = recording(model)
+    out = model.generate(ta.tensor([[1, 2, 3]]), 3)
+    assert isinstance(out, np.ndarray) and out.shape == (1, 6)
+    assert len(calls) == 3 and not any(logits.requires_grad for _, logits in calls)
+    assert engine._grad_enabled
+    np.testing.assert_array_equal(model.generate(np.array([[1, 2]]), 0), [[1, 2]])
+
+
+@pytest.mark.parametrize("positional, lengths", [("rope", [5, 1, 1, 1, 1, 1]),
+                                                 ("learned", [5, 1, 1, 1, 8, 8])])
+def test_after_the_prompt_each_step_runs_one_token_until_a_window_slides(positional, lengths):
+    model = small_model(positional)
+    calls = recording(model)
+    model.generate(np.zeros((2, 5), dtype=int), 6)
+    assert [ids.shape[1] for ids, _ in calls] == lengths
+
+
+def test_temperature_zero_and_top_k_one_pick_the_largest_logit():
+    logits = np.random.default_rng(0).standard_normal((50, 7))
+    np.testing.assert_array_equal(next_tokens(logits, 0), logits.argmax(-1))
+    np.testing.assert_array_equal(next_tokens(logits, 2.5, top_k=1), logits.argmax(-1))
+
+
+def test_samples_follow_the_softmax_restricted_to_the_top_k():
+    logits = np.log(np.array([[0.1, 0.4, 0.05, 0.25, 0.2]]))
+    ta.manual_seed(0)
+    draws = np.array([next_tokens(logits, 1.0, top_k=3)[0] for _ in range(4000)])
+    assert set(draws) == {1, 3, 4}                               # the three largest only
+    counts = np.bincount(draws, minlength=5) / len(draws)
+    np.testing.assert_allclose(counts[[1, 3, 4]], np.array([0.4, 0.25, 0.2]) / 0.85, atol=0.03)
+    # temperature 2 flattens: p ** (1/2), renormalised
+    draws = np.array([next_tokens(logits, 2.0)[0] for _ in range(4000)])
+    flattened = np.sqrt([0.1, 0.4, 0.05, 0.25, 0.2])
+    np.testing.assert_allclose(np.bincount(draws, minlength=5) / 4000,
+                               flattened / flattened.sum(), atol=0.03)
+
+
+def test_top_k_above_the_vocabulary_means_all_of_it():
+    model = small_model("none")
+    ids = np.zeros((2, 2), dtype=int)
+    ta.manual_seed(9)
+    everything = model.generate(ids, 6, top_k=None)
+    ta.manual_seed(9)
+    np.testing.assert_array_equal(model.generate(ids, 6, top_k=VOCAB + 5), everything)
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    (([[1, 11]], 3), IndexError, r"generate: ids must lie in \[0, 11\) \(11 tokens\), got 11"),
+    (([[1, -1]], 3), ValueError, r"generate: ids must lie in \[0, 11\) .* got -1"),
+    (([[1.0, 2.0]], 3), TypeError, r"generate: ids must be integers, got dtype float64"),
+    (([1, 2], 3), ValueError, r"generate: ids must be \(B, T\) with T >= 1, got shape \(2,\)"),
+    ((np.zeros((2, 0), int), 3), ValueError, r"generate: .* got shape \(2, 0\)"),
+    (([[1, 2]], -1), ValueError, r"generate: max_new_tokens must be at least 0, got -1"),
+    (([[1, 2]], 2.0), TypeError, r"generate: max_new_tokens must be an int, got 2.0"),
+    (([[1, 2]], 3, -0.5), ValueError, r"generate: temperature must be >= 0, got -0.5"),
+    (([[1, 2]], 3, "hot"), TypeError, r"generate: temperature must be a number, got 'hot'"),
+    (([[1, 2]], 3, 1.0, 0), ValueError, r"generate: top_k must be at least 1, got 0"),
+    (([[1, 2]], 3, 1.0, 2.5), TypeError, r"generate: top_k must be an int, got 2.5"),
+])
+def test_bad_input_is_named_before_anything_is_drawn(arguments, error, message):
+    model = small_model("rope")
+    ta.manual_seed(0)
+    with pytest.raises(error, match=message):
+        model.generate(*arguments)
+    assert ta.rng.generator.random() == np.random.default_rng(0).random()   # nothing drawn
