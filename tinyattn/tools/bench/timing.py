@@ -1,6 +1,8 @@
-"""How every benchmark measures: interleaved rounds, and the median of per-round ratios."""
+"""How every benchmark measures: interleaved rounds, the median of per-round ratios, and the peak
+memory that tracemalloc sees."""
 import statistics
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -32,3 +34,14 @@ def check_agreement(implementations, inputs, rtol=1e-6, atol=1e-9, reference="nu
                                      f"{want.dtype}")
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
                                        err_msg=f"bench: {name} computes different arrays")
+
+
+def peak_memory(fn, inputs):
+    """The most bytes traced at once during fn(*inputs), beyond what was held before: NumPy reports
+    its arrays to tracemalloc. Measured in a run of its own, since tracing slows Python down."""
+    tracemalloc.start()
+    try:
+        fn(*inputs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
