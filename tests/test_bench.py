@@ -1,5 +1,7 @@
 """The benchmark's hand-written NumPy references compute what tinyattn computes (the speed is
 measured by `python -m tinyattn bench`, never in a test)."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -63,6 +65,7 @@ def test_the_long_attention_bench_prints_its_table(capsys):
 
 def test_the_bench_has_a_long_attention_part_with_few_rounds(monkeypatch, capsys):
     calls = []
+    monkeypatch.setitem(sys.modules, "torch", None)     # importing PyTorch takes seconds
     for part in ("bench_chain", "bench_mha"):
         monkeypatch.setattr(bench, part, lambda *args: None)
     monkeypatch.setattr(bench, "bench_long", lambda rounds, **sizes: calls.append((rounds, sizes)))
