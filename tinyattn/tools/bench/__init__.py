@@ -68,7 +68,7 @@ def main(argv):
         bench_mha(args.rounds, dtype, torch)
     long_rounds = min(args.rounds, LONG_ROUNDS)
     print(f"\n3. Attention at long lengths: causal, one head, width {LONG_SIZES['width']}, "
-          f"float64, forward + backward, against plain attention at the same length;\n"
-          f"   {long_rounds} interleaved rounds (at most {LONG_ROUNDS}, whatever --rounds says: "
-          "the long runs take seconds each), tracemalloc peaks")
+          "float64, forward + backward,\n   against plain causal SDPA at the same length; "
+          f"{long_rounds} interleaved rounds (at most {LONG_ROUNDS}, whatever\n   --rounds says: "
+          "the long runs take seconds each), peak memory from tracemalloc")
     bench_long(long_rounds, **LONG_SIZES)
