@@ -14,9 +14,9 @@ L = 256 ... 16,384, for
                       replaced by phi(q) . phi(k), phi = elu + 1
 
 Time is processor time (`time.process_time`: the time this process computed, not the time it
-waited for a core on a busy machine), the median over interleaved rounds (5 rounds up to L = 1024,
-3 up to 4096, 1 beyond); peak memory is what tracemalloc sees NumPy allocate during one forward + backward (a run of its
-own: tracing slows Python down). The slopes of log(cost) against log(L), fitted over the four
+waited for a core on a busy machine), the median over interleaved rounds (5 up to L = 1024, 3
+beyond); peak memory is what tracemalloc sees NumPy allocate during one forward + backward (a run
+of its own: tracing slows Python down). The slopes of log(cost) against log(L), fitted over the four
 largest lengths each one ran at, say how the cost grows: 2 is quadratic, 1 linear. Plain SDPA is
 skipped where its peak, predicted from the bytes per L^2 it needed at the largest length it ran
 at, would pass a memory budget of 2.5 GiB, and the tables say so.
@@ -32,7 +32,7 @@ strided (Sparse Transformer) and global (Longformer).
 
 It draws `quadratic_cost.png` and `attention_patterns.png` in the output folder. BLAS runs on one
 thread. `--quick` measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so
-that the skip shows there too (a few seconds). The full run took 100 s here, 54 s of processor
+that the skip shows there too (a few seconds). The full run took 200 s here, 105 s of processor
 time (a 2-core machine shared with other jobs).
 """
 import os
@@ -102,7 +102,7 @@ README_ENTRY = """\
 
 def rounds_at(length, quick):
     """Timed rounds at this length: fewer where one round takes seconds, one in a quick run."""
-    return 1 if quick else 5 if length <= 1024 else 3 if length <= 4096 else 1
+    return 1 if quick else 5 if length <= 1024 else 3
 
 
 def size(bytes_):
@@ -274,8 +274,8 @@ def main(argv=None):
     settings = QUICK if args.quick else FULL
     lengths, budget = settings["lengths"], settings["budget"]
     start, processor_start = time.perf_counter(), time.process_time()
-    print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at L = "
-          f"{', '.join(f'{length:,}' for length in lengths)}\n(BLAS threads: "
+    print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at\nL = "
+          f"{', '.join(f'{length:,}' for length in lengths)} (BLAS threads: "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'not limited')}; memory budget for plain "
           f"SDPA: {size(budget)}):\n", flush=True)
     costs = measure_costs(lengths, budget, args.quick)
