@@ -1,11 +1,12 @@
 """The benchmark's hand-written NumPy references compute what tinyattn computes (the speed is
 measured by `python -m tinyattn bench`, never in a test)."""
+import sys
+
 import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import (attention, efficient_attention, generation, long_attention,
-                                  overhead)
+from tinyattn.tools.bench import attention, generation, long_attention, overhead
 
 
 def test_the_hand_written_chain_matches_tinyattn():
@@ -42,16 +43,39 @@ def test_rounds_must_be_positive(capsys):
     assert "must be at least 1, got 0" in capsys.readouterr().err
 
 
-def test_the_efficient_variants_agree_with_their_references():
-    efficient_attention.check_efficient_agreement(window=8, length=29, chunk_size=4)
+def test_the_long_attention_variants_agree_with_their_references():
+    long_attention.check_against_references(length=29, block_size=4, window=8, chunk_size=4)
 
 
-def test_the_efficient_bench_prints_its_table(capsys):
-    ratios = efficient_attention.bench_efficient(1, length=40, width=8, window=4, chunk_size=4)
+def test_a_variant_that_computes_something_else_is_caught(monkeypatch):
+    sliding_run = long_attention.sliding_run
+    monkeypatch.setattr(long_attention, "sliding_run", lambda window: sliding_run(window + 1))
+    with pytest.raises(AssertionError, match="sliding window"):
+        long_attention.check_against_references(length=29, block_size=4, window=8, chunk_size=4)
+
+
+def test_the_long_attention_bench_prints_its_table(capsys):
+    ratios = long_attention.bench_long(1, flash_length=24, length=40, width=8, block_size=4,
+                                       window=4, chunk_size=4)
     out = capsys.readouterr().out
-    assert "L = 40" in out and "sliding window" in out and "linear, causal" in out
-    assert set(ratios) == {"sdpa, causal", "sliding window", "linear, causal"}
-    assert ratios["sdpa, causal"] == (1.0, 1.0)
+    assert "plain causal SDPA" in out and "time / plain" in out and "peak / plain" in out
+    assert set(ratios) == {"flash (block 4)", "sliding window (w = 4)", "linear, causal (C = 4)"}
+    assert all(time > 0 and memory > 0 for time, memory in ratios.values())
+
+
+def test_the_bench_has_a_long_attention_part_with_few_rounds(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setitem(sys.modules, "torch", None)     # importing PyTorch takes seconds
+    for part in ("bench_chain", "bench_mha"):
+        monkeypatch.setattr(bench, part, lambda *args: None)
+    monkeypatch.setattr(bench, "bench_long", lambda rounds, **sizes: calls.append((rounds, sizes)))
+    bench.main(["--rounds", "30"])
+    assert calls == [(bench.LONG_ROUNDS, bench.LONG_SIZES)]
+    assert "3. Attention at long lengths" in capsys.readouterr().out
+    bench.main(["--rounds", "2"])
+    assert calls[-1][0] == 2
+
+
 def test_generation_with_and_without_the_cache_agree():
     model = generation.gpt_model(embed_dim=16, num_layers=2, max_len=8)
     prompt = np.array([[3, 1, 4]])

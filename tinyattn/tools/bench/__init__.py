@@ -1,14 +1,18 @@
-"""`python -m tinyattn bench`: what the engine costs on top of the NumPy it calls.
+"""`python -m tinyattn bench`: what the engine costs on top of the NumPy it calls, and what the
+attention of chapter 2 saves at long lengths.
 
-Each benchmark runs the same computation written two or three ways -- with tinyattn, by hand in
+Parts 1 and 2 run the same computation written two or three ways -- with tinyattn, by hand in
 NumPy (forward and backward written out), and in PyTorch when it happens to be installed --
 interleaved (A B C A B C ...) so that a noisy neighbour on a shared machine slows all of them
-alike. What is reported is the median over rounds of the per-round ratio, never a lone absolute
-time. BLAS runs on one thread, so that the ratios compare the work done, not how it was spread
-over cores.
+alike. Part 3 runs flash, sliding-window and linear attention interleaved with plain attention
+in the same way. What is reported is the median over rounds of the per-round ratio, never a lone
+absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
+spread over cores.
 
-    overhead.py    a chain of 2,000 tiny ops: the engine's cost per op
-    attention.py   multi-head self-attention, forward and backward
+    overhead.py        a chain of 2,000 tiny ops: the engine's cost per op
+    attention.py       multi-head self-attention, forward and backward
+    long_attention.py  attention at long lengths: flash, sliding-window and causal linear
+                       attention against plain causal attention, time and peak memory
 """
 import argparse
 import os
@@ -17,8 +21,10 @@ import sys
 import numpy as np
 
 from tinyattn.tools.bench.attention import MHA_SIZES, bench_mha
+from tinyattn.tools.bench.long_attention import LONG_SIZES, bench_long
 from tinyattn.tools.bench.overhead import bench_chain
 
+LONG_ROUNDS = 3      # at most: one round of plain attention at L = 8192 takes seconds
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -60,3 +66,9 @@ def main(argv):
           "interleaved rounds")
     for dtype in (np.float32, np.float64):
         bench_mha(args.rounds, dtype, torch)
+    long_rounds = min(args.rounds, LONG_ROUNDS)
+    print(f"\n3. Attention at long lengths: causal, one head, width {LONG_SIZES['width']}, "
+          "float64, forward + backward,\n   against plain causal SDPA at the same length; "
+          f"{long_rounds} interleaved rounds (at most {LONG_ROUNDS}, whatever\n   --rounds says: "
+          "the long runs take seconds each), peak memory from tracemalloc")
+    bench_long(long_rounds, **LONG_SIZES)

@@ -1,61 +1,124 @@
-"""Long attention: `F.flash_attention` against plain `F.scaled_dot_product_attention`, causal, one
-head of width 64 in float64, forward and backward, at a length where the (L, S) arrays of plain
-attention are large (L = 4096: 128 MiB each) and at shorter ones, for several block sizes.
+"""Attention at long lengths: the variants of chapter 2 against plain causal
+`F.scaled_dot_product_attention`, one head of width 64 in float64, forward and backward, at lengths
+where plain attention's (L, L) arrays are large (128 MiB each at L = 4096, 512 MiB at 8192):
 
-Time: the two are interleaved (plain, flash 32, flash 64, ..., plain, ...) and the median over
-rounds of the per-round ratio is reported. Memory: the peak that tracemalloc sees (NumPy reports
-its arrays to it) during one forward and backward, measured in separate runs, since tracing slows
-Python down. BLAS should run on one thread (OPENBLAS_NUM_THREADS=1).
+    flash attention        the same function, block by block: no (L, L) array, and the blocks
+                           above the diagonal skipped
+    sliding window         SDPA under a causal band of w keys: 2 L w scores, computed by chunks
+    linear, causal         another kernel (phi = elu + 1): (L / C, E, Ev) states and (L / C, C, C)
+                           weights within chunks of C positions, no scores
+
+Time: the implementations are interleaved (plain, variant, ..., plain, variant, ...) and what is
+reported is the median over rounds of the per-round ratio variant / plain. Memory: the peak that
+tracemalloc sees during one forward and backward (`timing.peak_memory`).
+
+Before timing, each variant is checked at a small length against what it must equal: flash
+against plain causal SDPA, the sliding window against SDPA with the band as its mask, causal
+linear attention against itself in one chunk (the causal L x L form, no running state).
+
+`bench_long` is part 3 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
+several lengths, which is where the figures in `tinyattn.ops.FlashAttention`'s docstring come from:
+
+    OPENBLAS_NUM_THREADS=1 python -c \
+        "from tinyattn.tools.bench.long_attention import bench_flash; bench_flash(11)"
 """
 import statistics
-import tracemalloc
 
 import numpy as np
 
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.ops.flash_attention import blocks, visible
-from tinyattn.tools.bench.timing import check_agreement, interleaved, median_ratio
+from tinyattn.tools.bench.timing import check_agreement, interleaved, median_ratio, peak_memory
 
+LONG_SIZES = dict(flash_length=4096, length=8192, width=64, block_size=128, window=128,
+                  chunk_size=64)
 BLOCK_SIZES = (32, 64, 128, 256, 512)
+PLAIN = "plain causal SDPA"
 
 
-def attention_inputs(length, width, seed=0):
+def attention_inputs(length, width=64, seed=0):
     """query, key, value and the upstream gradient dL/d(output): (length, width) float64 arrays."""
     random = np.random.default_rng(seed)
     return [random.standard_normal((length, width)) for _ in range(4)]
 
 
-def sdpa_run(query, key, value, grad_out):
-    """Plain causal attention, forward and backward: [output, dL/dquery, dL/dkey, dL/dvalue]."""
-    return attention_run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                         query, key, value, grad_out)
-
-
-def flash_run(block_size):
-    """Causal flash attention with this block size, run as `sdpa_run` is."""
+def forward_backward(attend):
+    """attend(query, key, value) as a benchmark step: fresh leaves, forward, backward with the
+    upstream gradient; returns [output, dL/dquery, dL/dkey, dL/dvalue]."""
     def run(query, key, value, grad_out):
-        return attention_run(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True,
-                                                               block_size=block_size),
-                             query, key, value, grad_out)
+        leaves = [ta.Tensor(x, requires_grad=True) for x in (query, key, value)]
+        out = attend(*leaves)
+        out.backward(grad_out)
+        return [out.data] + [x.grad for x in leaves]
     return run
 
 
-def attention_run(attend, query, key, value, grad_out):
-    leaves = [ta.Tensor(x, requires_grad=True) for x in (query, key, value)]
-    out = attend(*leaves)
-    out.backward(grad_out)
-    return [out.data] + [x.grad for x in leaves]
+sdpa_run = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                           is_causal=True))
 
 
-def peak_memory(run, inputs):
-    """The largest amount of memory traced at once during `run(*inputs)`, in bytes."""
-    tracemalloc.start()
-    try:
-        run(*inputs)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+def flash_run(block_size):
+    return forward_backward(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True,
+                                                              block_size=block_size))
+
+
+def sliding_run(window):
+    return forward_backward(lambda q, k, v: F.sliding_window_attention(q, k, v, window))
+
+
+def linear_run(chunk_size):
+    return forward_backward(lambda q, k, v: F.linear_attention(q, k, v, is_causal=True,
+                                                               chunk_size=chunk_size))
+
+
+def variant_names(block_size, window, chunk_size):
+    """The variants' names in the table: (flash, sliding window, linear)."""
+    return (f"flash (block {block_size})", f"sliding window (w = {window})",
+            f"linear, causal (C = {chunk_size})")
+
+
+def check_against_references(length, block_size, window, chunk_size, tolerance=1e-10):
+    """Each variant at `length` against what it must equal: outputs and all gradients."""
+    band = F.local_mask(length, window)
+    pairs = [(flash_run(block_size), sdpa_run),
+             (sliding_run(window),
+              forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                              attn_mask=band))),
+             (linear_run(chunk_size), linear_run(length))]
+    inputs = attention_inputs(length)
+    for name, (variant, reference) in zip(variant_names(block_size, window, chunk_size), pairs):
+        check_agreement({name: variant, "reference": reference}, inputs, rtol=tolerance,
+                        atol=tolerance, reference="reference")
+
+
+def bench_long(rounds, flash_length=4096, length=8192, width=64, block_size=128, window=128,
+               chunk_size=64):
+    """Print flash at `flash_length`, the sliding window and causal linear attention at `length`,
+    each against plain causal SDPA at the same length and in the same rounds; returns
+    {variant: (time / plain time, peak / plain peak)}."""
+    check_against_references(3 * max(block_size, window, chunk_size) + 5, block_size, window,
+                             chunk_size)
+    flash, sliding, linear = variant_names(block_size, window, chunk_size)
+    groups = {flash_length: {flash: flash_run(block_size)},
+              length: {sliding: sliding_run(window), linear: linear_run(chunk_size)}}
+    print(f"   {'':<28} {'L':>5} {'time':>9} {'peak memory':>12} {'time / plain':>13} "
+          f"{'peak / plain':>13}")
+    ratios = {}
+    for group_length, variants in groups.items():
+        implementations = {PLAIN: sdpa_run, **variants}
+        inputs = attention_inputs(group_length, width)
+        times = interleaved(implementations, inputs, rounds)
+        peaks = {name: peak_memory(run, inputs) for name, run in implementations.items()}
+        for name in implementations:
+            line = (f"   {name:<28} {group_length:>5} {statistics.median(times[name]):7.3f} s "
+                    f"{peaks[name] / 2 ** 20:8.1f} MiB")
+            if name != PLAIN:
+                ratios[name] = (median_ratio(times, name, PLAIN), peaks[name] / peaks[PLAIN])
+                time_ratio, memory_ratio = ratios[name]
+                line += f" {time_ratio:12.3f}x {f'1/{1 / memory_ratio:.0f}':>13}"
+            print(line)
+    return ratios
 
 
 def visited_pairs(length, block_size):

@@ -1,18 +1,23 @@
-"""How every benchmark measures: interleaved rounds, and the median of per-round ratios."""
+"""How every benchmark measures: interleaved rounds, the median of per-round ratios, and the peak
+memory that tracemalloc sees."""
 import statistics
 import time
+import tracemalloc
 
 import numpy as np
 
 
-def interleaved(implementations, inputs, rounds):
-    """Seconds per call of each implementation, one list entry per round, run A B C A B C ..."""
+def interleaved(implementations, inputs, rounds, clock=time.perf_counter):
+    """Seconds per call of each implementation, one list entry per round, run A B C A B C ...
+
+    `clock` is the wall clock by default; `time.process_time` counts only the processor time
+    this process used, leaving out the time it waited for a core on a busy machine."""
     times = {name: [] for name in implementations}
     for _ in range(rounds):
         for name, fn in implementations.items():
-            start = time.perf_counter()
+            start = clock()
             fn(*inputs)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return times
 
 
@@ -32,3 +37,14 @@ def check_agreement(implementations, inputs, rtol=1e-6, atol=1e-9, reference="nu
                                      f"{want.dtype}")
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
                                        err_msg=f"bench: {name} computes different arrays")
+
+
+def peak_memory(fn, inputs):
+    """The most bytes traced at once during fn(*inputs), beyond what was held before: NumPy reports
+    its arrays to tracemalloc. Measured in a run of its own, since tracing slows Python down."""
+    tracemalloc.start()
+    try:
+        fn(*inputs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
