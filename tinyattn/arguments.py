@@ -95,6 +95,12 @@ def check_number(op, name, value, low=None, high=None):
     return float(value)
 
 
+def check_numbers(op, low=None, high=None, **values):
+    """`check_number` for several values with the same bounds: they come back as Python floats,
+    in the order given."""
+    return tuple(check_number(op, name, value, low, high) for name, value in values.items())
+
+
 def check_ids(op, name, ids, count, counted):
     """`ids` (an array, a list or a tensor) must be integers in [0, count): token ids, class
     indices. Returns them as a NumPy array; one out of range is an IndexError (as NumPy's)."""
