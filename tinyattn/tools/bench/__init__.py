@@ -9,6 +9,7 @@ over cores.
 
     overhead.py    a chain of 2,000 tiny ops: the engine's cost per op
     attention.py   multi-head self-attention, forward and backward
+    training.py    one training step of a small GPT (forward, loss, backward, AdamW)
 """
 import argparse
 import os
@@ -18,6 +19,7 @@ import numpy as np
 
 from tinyattn.tools.bench.attention import MHA_SIZES, bench_mha
 from tinyattn.tools.bench.overhead import bench_chain
+from tinyattn.tools.bench.training import bench_training_step
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -43,9 +45,12 @@ def positive_int(text):
 def main(argv):
     parser = argparse.ArgumentParser(prog="python -m tinyattn bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("parts", nargs="*", type=int, choices=(1, 2, 3), metavar="PART",
+                        help="run only these parts (1, 2, 3; default: all)")
     parser.add_argument("--rounds", type=positive_int, default=30,
                         help="interleaved rounds (default 30)")
     args = parser.parse_args(argv)
+    parts = args.parts or (1, 2, 3)
     try:
         import torch
         torch.set_num_threads(1)
@@ -53,10 +58,15 @@ def main(argv):
     except ImportError:
         torch = None
         print("PyTorch is not installed: comparing with NumPy only.")
-    print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}\n")
-    bench_chain(args.rounds, torch)
-    sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
-    print(f"\n2. Multi-head self-attention, forward + backward ({sizes}), {args.rounds} "
-          "interleaved rounds")
-    for dtype in (np.float32, np.float64):
-        bench_mha(args.rounds, dtype, torch)
+    print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
+    if 1 in parts:
+        print()
+        bench_chain(args.rounds, torch)
+    if 2 in parts:
+        sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
+        print(f"\n2. Multi-head self-attention, forward + backward ({sizes}), {args.rounds} "
+              "interleaved rounds")
+        for dtype in (np.float32, np.float64):
+            bench_mha(args.rounds, dtype, torch)
+    if 3 in parts:
+        bench_training_step(args.rounds, torch)

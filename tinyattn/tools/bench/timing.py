@@ -21,12 +21,12 @@ def median_ratio(times, name, baseline):
     return statistics.median(t / b for t, b in zip(times[name], times[baseline]))
 
 
-def check_agreement(implementations, inputs, rtol=1e-6, atol=1e-9):
-    """All implementations must compute the same arrays as "numpy" before their speed means
-    anything, and keep its dtype."""
+def check_agreement(implementations, inputs, rtol=1e-6, atol=1e-9, reference="numpy"):
+    """All implementations must compute the same arrays as the `reference` one before their speed
+    means anything, and keep its dtype."""
     results = {name: fn(*inputs) for name, fn in implementations.items()}
     for name, result in results.items():
-        for got, want in zip(result, results["numpy"]):
+        for got, want in zip(result, results[reference]):
             if got.dtype != want.dtype:
                 raise AssertionError(f"bench: {name} computed a {got.dtype} array, not "
                                      f"{want.dtype}")
