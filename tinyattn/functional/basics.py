@@ -33,9 +33,12 @@ def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 
         gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+
+    x^3 is computed as x * x * x: NumPy's float32 `x ** 3` goes through its general power
+    function, many times slower than two products.
     """
     check_tensor("gelu", "x", x)
-    return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
+    return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
