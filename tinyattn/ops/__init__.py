@@ -1,6 +1,6 @@
 """The ops: one class per differentiable operation, each a `Function` with forward and backward.
 
-Read them in this order: elementwise, reductions, shape, matmul, softmax.
+Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm.
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
                                       Where, where)
@@ -9,3 +9,4 @@ from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index
                                 unpacked, concatenate, stack)
 from tinyattn.ops.matmul import Matmul
 from tinyattn.ops.softmax import Softmax, LogSoftmax
+from tinyattn.ops.layer_norm import LayerNorm
