@@ -142,6 +142,15 @@ def test_state_dict_round_trip_and_npz(tmp_path):
     assert not np.array_equal(state["head.bias"], model.head.bias.data)
 
 
+def test_layer_norm_over_two_axes_normalises_them_together():
+    x, weight, bias = arrays((2, 3, 4), (3, 4), (3, 4))
+    layer = nn.LayerNorm((3, 4))
+    layer.weight.data[...], layer.bias.data[...] = weight, bias
+    mean, variance = x.mean(axis=(1, 2), keepdims=True), x.var(axis=(1, 2), keepdims=True)
+    expected = (x - mean) / np.sqrt(variance + 1e-5) * weight + bias
+    np.testing.assert_allclose(layer(ta.tensor(x)).data, expected, rtol=1e-12, atol=1e-12)
+
+
 def small_model(num_layers=1):
     return nn.CausalTransformer(vocab_size=5, embed_dim=8, num_heads=2, num_layers=num_layers)
 

@@ -15,14 +15,16 @@ import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.tools.bench.timing import check_agreement, interleaved, median_ratio
 
-GPT_SIZES = dict(vocab_size=100, embed_dim=128, num_heads=4, num_layers=4, max_len=64)
-BATCH, CONTEXT = 12, 64
+SIZES = dict(vocab_size=100, embed_dim=128, num_heads=4, num_layers=4, max_len=64, batch=12,
+             context=64)
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
 
 
-def training_inputs(dtype, seed=0, batch=BATCH, context=CONTEXT, **sizes):
-    """A CausalTransformer (GPT_SIZES, or `sizes`) and a batch of random ids and next-id targets."""
-    sizes = {**GPT_SIZES, **sizes}
+def training_inputs(dtype, seed=0, **sizes):
+    """A CausalTransformer and a batch of random ids with their next-id targets, of the SIZES (or
+    of `sizes`)."""
+    sizes = {**SIZES, **sizes}
+    batch, context = sizes.pop("batch"), sizes.pop("context")
     ta.manual_seed(seed)
     model = ta.nn.CausalTransformer(**sizes, dtype=dtype)
     ids = np.random.default_rng(seed).integers(0, sizes["vocab_size"], (batch, context + 1))
@@ -88,9 +90,9 @@ def torch_trainer(torch, model):
 
 
 def bench_training_step(rounds, torch=None):
-    sizes = ", ".join(f"{name} {value}" for name, value in GPT_SIZES.items())
-    print(f"\n3. One training step of a small GPT ({sizes}; batch {BATCH} x {CONTEXT}): forward, "
-          f"cross-entropy, backward, AdamW; float32, {rounds} interleaved rounds")
+    sizes = ", ".join(f"{name} {value}" for name, value in SIZES.items())
+    print(f"\n3. One training step of a small GPT ({sizes}): forward, cross-entropy, backward, "
+          f"AdamW; float32, {rounds} interleaved rounds")
     if torch is not None:       # first the same loss, gradients and step, in float64
         model, ids, targets = training_inputs(np.float64)
         check_agreement({"tinyattn": tinyattn_trainer(model), "pytorch": torch_trainer(torch, model)},
