@@ -209,8 +209,9 @@ def test_loading_a_missing_file_or_another_models_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"load: there is no checkpoint file '.*nothing'"):
         small_model().load(tmp_path / "nothing")
     small_model(num_layers=2).save(tmp_path / "two_layers")
-    with pytest.raises(ValueError, match=r"load: the checkpoint '.*two_layers' does not fit this "
-                                         r"CausalTransformer: missing \[\], unexpected \['blocks.1"):
+    with pytest.raises(ValueError, match=r"load: the checkpoint '.*two_layers' does not fit "
+                                         r"this CausalTransformer: missing \[\], unexpected "
+                                         r"\['blocks.1"):
         small_model().load(tmp_path / "two_layers")
     np.savez(tmp_path / "objects.npz", weight=np.array([{"a": 1}], dtype=object))
     with pytest.raises(ValueError, match=r"not a tinyattn checkpoint: an entry of the archive "

@@ -27,20 +27,34 @@ def test_sgd_with_momentum_and_weight_decay():
     np.testing.assert_allclose(p.data, expected - 0.1 * v)
 
 
-def test_adam_matches_its_formula():
-    start, g1, g2 = np.array([1.0, -2.0, 3.0]), np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])
-    p = parameter_with_grad(start, g1)
-    adam = optim.Adam([p], lr=0.01)
-    adam.step()          # step 1: m / (1 - b1) = g and v / (1 - b2) = g^2, so p moves by lr sign(g)
-    np.testing.assert_allclose(p.data, [0.99, -1.99, 3.0], rtol=1e-6)
-    after_one = start - 0.01 * g1 / (np.abs(g1) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one, rtol=1e-12)
-    p.grad = g2.copy()
-    adam.step()
-    m = 0.9 * 0.1 * g1 + 0.1 * g2
-    v = 0.999 * 0.001 * g1 ** 2 + 0.001 * g2 ** 2
-    step = 0.01 * (m / (1 - 0.9 ** 2)) / (np.sqrt(v / (1 - 0.999 ** 2)) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one - step, rtol=1e-12)
+def adam_by_hand(start, grads, lr, betas, weight_decay, decoupled, eps=1e-8):
+    """Adam's formula step by step; `decoupled`: AdamW's weight decay, else Adam's L2 form."""
+    (b1, b2), p, m, v = betas, start, 0.0, 0.0
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+        p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    return p
+
+
+@pytest.mark.parametrize("kind, weight_decay", [("Adam", 0.0), ("Adam", 0.1), ("AdamW", 0.1)])
+def test_adam_and_adamw_match_their_formulas(kind, weight_decay):
+    """Adam adds weight_decay * p to the gradient (so it is divided by sqrt(v) like the rest);
+    AdamW shrinks p by (1 - lr weight_decay) and follows the plain gradient."""
+    start = np.array([1.0, -2.0, 3.0])
+    grads = [np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])]
+    p = parameter_with_grad(start, grads[0])
+    optimizer = getattr(optim, kind)([p], lr=0.01, betas=(0.9, 0.99), weight_decay=weight_decay)
+    optimizer.step()
+    if weight_decay == 0.0:  # step 1: m / (1 - b1) = g, v / (1 - b2) = g^2: p moves by lr sign(g)
+        np.testing.assert_allclose(p.data, [0.99, -1.99, 3.0], rtol=1e-6)
+    p.grad = grads[1].copy()
+    optimizer.step()
+    expected = adam_by_hand(start, grads, 0.01, (0.9, 0.99), weight_decay, kind == "AdamW")
+    np.testing.assert_allclose(p.data, expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
@@ -69,23 +83,6 @@ def test_adam_counts_steps_per_parameter():
     adam.step()
     np.testing.assert_allclose(late.data, [1.0 - 0.1 * 2.0 / (2.0 + 1e-8)])
     np.testing.assert_array_equal(idle.data, [5.0])
-
-
-def test_adamw_decays_the_weights_not_the_gradient():
-    """Decoupled weight decay: p shrinks by (1 - lr wd) and Adam's step follows the plain gradient
-    (Adam's L2 form would divide the decay term by sqrt(v) too)."""
-    start, g1, g2 = np.array([1.0, -2.0, 3.0]), np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])
-    p = parameter_with_grad(start, g1)
-    adamw = optim.AdamW([p], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
-    adamw.step()
-    after_one = start * (1 - 0.01 * 0.1) - 0.01 * g1 / (np.abs(g1) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one, rtol=1e-12)
-    p.grad = g2.copy()
-    adamw.step()
-    m = 0.9 * 0.1 * g1 + 0.1 * g2
-    v = 0.99 * 0.01 * g1 ** 2 + 0.01 * g2 ** 2
-    step = 0.01 * (m / (1 - 0.9 ** 2)) / (np.sqrt(v / (1 - 0.99 ** 2)) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one * (1 - 0.01 * 0.1) - step, rtol=1e-12)
 
 
 def test_adamw_has_pytorchs_defaults():

@@ -133,10 +133,10 @@ def clip_grad_norm(parameters, max_norm):
 def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
     """The learning rate at `step` (counted from 0) of a linear warm-up then a cosine decay:
 
-        step < warmup_steps:            lr * (step + 1) / warmup_steps
-        up to total_steps:              min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2,
-                                        progress = (step - warmup_steps) / (total_steps - warmup_steps)
-        after total_steps:              min_lr
+        step < warmup_steps:     lr * (step + 1) / warmup_steps
+        up to total_steps:       min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2,
+                                 progress = (step - warmup_steps) / (total_steps - warmup_steps)
+        from total_steps on:     min_lr
 
     Set it before each step: `optimizer.lr = warmup_cosine_lr(step, 1e-3, 100, 2000, 1e-4)`.
     """

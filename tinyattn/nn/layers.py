@@ -56,7 +56,8 @@ class LayerNorm(Module):
         if len(self.normalized_shape) == 1:
             return F.layer_norm(x, self.weight, self.bias, self.eps)
         # Over several axes: the same as over one axis holding their N elements.
-        N, leading = math.prod(self.normalized_shape), x.shape[:x.ndim - len(self.normalized_shape)]
+        N = math.prod(self.normalized_shape)
+        leading = x.shape[:x.ndim - len(self.normalized_shape)]
         rows = F.layer_norm(x.reshape(*leading, N), self.weight.reshape(N), self.bias.reshape(N),
                             self.eps)                                           # (..., N)
         return rows.reshape(x.shape)

@@ -199,8 +199,9 @@ def read_checkpoint(path):
     with file:
         start = file.read(len(ZIP_START))
         if start != ZIP_START:
-            raise ValueError(f"{not_a_checkpoint}: " + ("the file is empty" if not start else
-                             "a checkpoint is a zip archive (NumPy .npz) and this file is not one"))
+            reason = ("the file is empty" if not start else
+                      "a checkpoint is a zip archive (NumPy .npz) and this file is not one")
+            raise ValueError(f"{not_a_checkpoint}: {reason}")
         file.seek(0)
         try:
             with np.load(file, allow_pickle=False) as archive:

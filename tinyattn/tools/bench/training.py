@@ -69,12 +69,12 @@ def torch_trainer(torch, model):
         for i in range(len(model.blocks)):
             block = f"blocks.{i}."
             h = norm(x, block + "ln1")
-            q, k, v = (linear(h, block + "attn." + projection).view(B, T, H, E // H).transpose(1, 2)
+            q, k, v = (linear(h, f"{block}attn.{projection}").view(B, T, H, E // H).transpose(1, 2)
                        for projection in ("q_proj", "k_proj", "v_proj"))        # (B, H, T, D)
             heads = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + linear(heads.transpose(1, 2).reshape(B, T, E), block + "attn.out_proj")
-            up = functional.gelu(linear(norm(x, block + "ln2"), block + "ff.up"), approximate="tanh")
-            x = x + linear(up, block + "ff.down")                               # (B, T, E)
+            hidden = linear(norm(x, block + "ln2"), block + "ff.up")              # (B, T, 4E)
+            x = x + linear(functional.gelu(hidden, approximate="tanh"), block + "ff.down")
         return linear(norm(x, "ln"), "head")                                   # (B, T, V)
 
     def step(ids, targets):
@@ -95,8 +95,8 @@ def bench_training_step(rounds, torch=None):
           f"AdamW; float32, {rounds} interleaved rounds")
     if torch is not None:       # first the same loss, gradients and step, in float64
         model, ids, targets = training_inputs(np.float64)
-        check_agreement({"tinyattn": tinyattn_trainer(model), "pytorch": torch_trainer(torch, model)},
-                        (ids, targets), rtol=1e-6, atol=1e-9, reference="pytorch")
+        steps = {"tinyattn": tinyattn_trainer(model), "pytorch": torch_trainer(torch, model)}
+        check_agreement(steps, (ids, targets), rtol=1e-6, atol=1e-9, reference="pytorch")
     model, ids, targets = training_inputs(np.float32)
     implementations = {"tinyattn": tinyattn_trainer(model)}
     if torch is not None:
@@ -105,7 +105,7 @@ def bench_training_step(rounds, torch=None):
     times = interleaved(implementations, (ids, targets), rounds)
     for name in implementations:
         seconds = statistics.median(times[name])
-        print(f"   {name:<10} {seconds * 1e3:7.1f} ms per step, {ids.size / seconds:8.0f} tokens/s")
+        print(f"   {name:<10} {seconds * 1e3:7.1f} ms per step, {ids.size / seconds:7.0f} tokens/s")
     if torch is None:
         return {}
     ratio = median_ratio(times, "tinyattn", "pytorch")
