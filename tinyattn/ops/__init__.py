@@ -3,7 +3,7 @@
 Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm.
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
-                                      Where, where)
+                                      Gelu, Where, where)
 from tinyattn.ops.reductions import Sum, Mean, Max
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, swapped_axes,
                                 unpacked, concatenate, stack)

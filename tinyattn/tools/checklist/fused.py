@@ -1,11 +1,22 @@
-"""The checklist's rows for the fused ops that replace a chain of primitive ops (layer norm): each
-is checked as an op (against NumPy, and against finite differences), and against the chain it
+"""The checklist's rows for the fused ops that replace a chain of primitive ops (GELU, layer norm):
+each is checked as an op (against NumPy, and against finite differences), and against the chain it
 replaces, kept below as its reference: same output, same gradients, number by number.
 """
+import math
+
 import numpy as np
 
 import tinyattn.functional as F
 from tinyattn.tools.checklist.cases import FusedCase, OpCase
+
+
+def composed_gelu(x):
+    """F.gelu written with primitive ops (mul, add, tanh): the reference of the fused op."""
+    return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+
+def np_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 def composed_layer_norm(x, weight=None, bias=None, eps=1e-5):
@@ -28,12 +39,17 @@ def np_layer_norm(x, weight=1.0, bias=0.0, eps=1e-5):
 
 
 OP_CASES = [
+    OpCase("gelu", F.gelu, np_gelu, ((3, 4),)),
+    OpCase("gelu, large inputs", lambda x: F.gelu(4.0 * x), lambda x: np_gelu(4.0 * x), ((2, 5),)),
     OpCase("layer_norm", F.layer_norm, np_layer_norm, ((2, 3, 5), (5,), (5,))),
     OpCase("layer_norm, no weight or bias", F.layer_norm, np_layer_norm, ((4, 6),)),
     OpCase("layer_norm, rows of one", F.layer_norm, np_layer_norm, ((3, 1), (1,), (1,))),
 ]
 
 FUSED_CASES = [
+    FusedCase("gelu = composed", F.gelu, composed_gelu, ((3, 4),)),
+    FusedCase("gelu = composed, large inputs", lambda x: F.gelu(4.0 * x),
+              lambda x: composed_gelu(4.0 * x), ((2, 5),)),
     FusedCase("layer_norm = composed", F.layer_norm, composed_layer_norm, ((2, 3, 5), (5,), (5,))),
     FusedCase("layer_norm = composed, no weight or bias", F.layer_norm, composed_layer_norm,
               ((4, 6),)),
