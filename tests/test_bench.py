@@ -26,10 +26,13 @@ def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
 
 
-def test_rounds_must_be_positive(capsys):
+def test_rounds_must_be_positive_and_parts_exist(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["4"])
+    assert "invalid choice: 4" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
