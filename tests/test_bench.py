@@ -26,13 +26,14 @@ def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
 
 
-def test_rounds_must_be_positive_and_parts_exist(capsys):
+def test_the_command_line_names_parts_and_rounds(capsys):
+    assert bench.parse([]).parts == (1, 2, 3) and bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["4"])
-    assert "invalid choice: 4" in capsys.readouterr().err
+    assert "the parts are 1, 2 and 3, got 4" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():

@@ -42,15 +42,30 @@ def positive_int(text):
     return value
 
 
-def main(argv):
+def part_number(text):
+    value = int(text)
+    if value not in PARTS:
+        raise argparse.ArgumentTypeError(f"the parts are 1, 2 and 3, got {value}")
+    return value
+
+
+PARTS = (1, 2, 3)
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(prog="python -m tinyattn bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parts", nargs="*", type=int, choices=(1, 2, 3), metavar="PART",
+    parser.add_argument("parts", nargs="*", type=part_number, metavar="PART",
                         help="run only these parts (1, 2, 3; default: all)")
     parser.add_argument("--rounds", type=positive_int, default=30,
                         help="interleaved rounds (default 30)")
     args = parser.parse_args(argv)
-    parts = args.parts or (1, 2, 3)
+    args.parts = args.parts or PARTS
+    return args
+
+
+def main(argv):
+    args = parse(argv)
     try:
         import torch
         torch.set_num_threads(1)
@@ -59,14 +74,14 @@ def main(argv):
         torch = None
         print("PyTorch is not installed: comparing with NumPy only.")
     print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
-    if 1 in parts:
+    if 1 in args.parts:
         print()
         bench_chain(args.rounds, torch)
-    if 2 in parts:
+    if 2 in args.parts:
         sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
         print(f"\n2. Multi-head self-attention, forward + backward ({sizes}), {args.rounds} "
               "interleaved rounds")
         for dtype in (np.float32, np.float64):
             bench_mha(args.rounds, dtype, torch)
-    if 3 in parts:
+    if 3 in args.parts:
         bench_training_step(args.rounds, torch)
