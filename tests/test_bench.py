@@ -1,12 +1,14 @@
 """The benchmark's hand-written NumPy references compute what tinyattn computes (the speed is
 measured by `python -m tinyattn bench`, never in a test)."""
-import sys
 
 import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import attention, generation, long_attention, overhead
+from tinyattn.tools.bench import attention, generation, long_attention, overhead, training
+
+TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
+                context=5)
 
 
 def test_the_hand_written_chain_matches_tinyattn():
@@ -37,12 +39,6 @@ def test_the_long_attention_bench_runs_flash_and_plain_attention_alike(capsys):
     assert "memory ratio" in capsys.readouterr().out
 
 
-def test_rounds_must_be_positive(capsys):
-    with pytest.raises(SystemExit):
-        bench.main(["--rounds", "0"])
-    assert "must be at least 1, got 0" in capsys.readouterr().err
-
-
 def test_the_long_attention_variants_agree_with_their_references():
     long_attention.check_against_references(length=29, block_size=4, window=8, chunk_size=4)
 
@@ -63,19 +59,6 @@ def test_the_long_attention_bench_prints_its_table(capsys):
     assert all(time > 0 and memory > 0 for time, memory in ratios.values())
 
 
-def test_the_bench_has_a_long_attention_part_with_few_rounds(monkeypatch, capsys):
-    calls = []
-    monkeypatch.setitem(sys.modules, "torch", None)     # importing PyTorch takes seconds
-    for part in ("bench_chain", "bench_mha"):
-        monkeypatch.setattr(bench, part, lambda *args: None)
-    monkeypatch.setattr(bench, "bench_long", lambda rounds, **sizes: calls.append((rounds, sizes)))
-    bench.main(["--rounds", "30"])
-    assert calls == [(bench.LONG_ROUNDS, bench.LONG_SIZES)]
-    assert "3. Attention at long lengths" in capsys.readouterr().out
-    bench.main(["--rounds", "2"])
-    assert calls[-1][0] == 2
-
-
 def test_generation_with_and_without_the_cache_agree():
     model = generation.gpt_model(embed_dim=16, num_layers=2, max_len=8)
     prompt = np.array([[3, 1, 4]])
@@ -89,3 +72,52 @@ def test_the_generation_bench_prints_its_table(capsys):
     speedups = generation.bench_generation(1, lengths=(3,))
     assert list(speedups) == [3] and speedups[3] > 0
     assert "cached tokens/s" in capsys.readouterr().out
+
+
+def test_the_command_line_names_parts_and_rounds(capsys):
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5] and bench.parse(["3", "1"]).parts == [3, 1]
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
+    assert "must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["6"])
+    assert "the parts are 1, 2, 3, 4, 5, got 6" in capsys.readouterr().err
+
+
+def test_the_training_step_lowers_the_loss_on_its_batch():
+    model, ids, targets = training.training_inputs(np.float32, **TINY_GPT)
+    step = training.tinyattn_trainer(model)
+    parameters = model.parameters()
+    losses = [float(step(ids, targets)[0]) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    result = step(ids, targets)
+    assert len(result) == 1 + 2 * len(parameters)       # loss, gradients, parameters
+    assert all(array.dtype == np.float32 for array in result)
+
+
+def test_the_training_row_runs_without_pytorch(monkeypatch, capsys):
+    monkeypatch.setattr(training, "SIZES", TINY_GPT)
+    assert training.bench_training_step(1, torch=None) == {}
+    assert "tinyattn" in capsys.readouterr().out
+
+
+def test_the_pytorch_training_step_is_the_same_step():
+    """An extra check against PyTorch (skipped when it is not installed): same loss, gradients and
+    AdamW step, in float64, for two steps."""
+    torch = pytest.importorskip("torch")
+    model, ids, targets = training.training_inputs(np.float64, **TINY_GPT)
+    ours, theirs = training.tinyattn_trainer(model), training.torch_trainer(torch, model)
+    for _ in range(2):
+        for got, want in zip(ours(ids, targets), theirs(ids, targets)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_the_long_attention_part_runs_few_rounds(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(long_attention, "bench_long",
+                        lambda rounds, **sizes: calls.append((rounds, sizes)))
+    long_attention.bench_long_attention(30)
+    assert calls == [(long_attention.LONG_ROUNDS, long_attention.LONG_SIZES)]
+    assert "at most 3" in capsys.readouterr().out
+    long_attention.bench_long_attention(2)
+    assert calls[-1][0] == 2

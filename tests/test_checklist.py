@@ -17,6 +17,20 @@ def test_whole_layer_gradients_match_finite_differences(case):
     assert result.passed, result
 
 
+@pytest.mark.parametrize("case", check.FUSED_CASES, ids=[c.name for c in check.FUSED_CASES])
+def test_fused_ops_match_the_primitive_ops_they_replace(case):
+    result = check.run_fused(case)
+    assert result.compared > 0 and result.max_abs < 1e-12, result
+
+
+def test_a_fused_op_with_a_wrong_gradient_fails_its_row():
+    def wrong_layer_norm(x):
+        """The right values (x - x.detach() is 0), but the gradient of every element is 1 more."""
+        return F.layer_norm(x) + (x - x.detach())
+    case = check.FUSED_CASES[1]._replace(fused=wrong_layer_norm)
+    assert not check.run_fused(case).passed
+
+
 def test_check_command_prints_a_table_and_passes(capsys):
     assert check.main(["-k", "sdpa, causal"]) == 0
     out = capsys.readouterr().out

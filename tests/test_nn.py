@@ -142,6 +142,83 @@ def test_state_dict_round_trip_and_npz(tmp_path):
     assert not np.array_equal(state["head.bias"], model.head.bias.data)
 
 
+def test_layer_norm_over_two_axes_normalises_them_together():
+    x, weight, bias = arrays((2, 3, 4), (3, 4), (3, 4))
+    layer = nn.LayerNorm((3, 4))
+    layer.weight.data[...], layer.bias.data[...] = weight, bias
+    mean, variance = x.mean(axis=(1, 2), keepdims=True), x.var(axis=(1, 2), keepdims=True)
+    expected = (x - mean) / np.sqrt(variance + 1e-5) * weight + bias
+    np.testing.assert_allclose(layer(ta.tensor(x)).data, expected, rtol=1e-12, atol=1e-12)
+
+
+def small_model(num_layers=1):
+    return nn.CausalTransformer(vocab_size=5, embed_dim=8, num_heads=2, num_layers=num_layers)
+
+
+@pytest.mark.parametrize("name", ["ck", "ck.npz", "ck.tinyattn"])
+def test_save_and_load_use_the_same_path(tmp_path, name):
+    model, ids = small_model(), np.array([[1, 2, 3]])
+    model.save(tmp_path / name)
+    assert [p.name for p in tmp_path.iterdir()] == [name]        # that name, no temporary left
+    fresh = small_model().load(str(tmp_path / name))
+    np.testing.assert_array_equal(model(ids).data, fresh(ids).data)
+
+
+def test_a_failed_save_leaves_no_half_written_file(tmp_path, monkeypatch):
+    path = tmp_path / "ck"
+    small_model().save(path)
+    before = path.read_bytes()
+
+    def savez_that_fails(file, **arrays):
+        file.write(b"PK\x03\x04 half an archive")
+        raise OSError("disk full")
+    monkeypatch.setattr(np, "savez", savez_that_fails)
+    with pytest.raises(OSError, match="disk full"):
+        small_model().save(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["ck"]
+    with pytest.raises(FileNotFoundError, match="save: there is no folder"):
+        small_model().save(tmp_path / "missing" / "ck")
+
+
+def good_checkpoint(path):
+    small_model().save(path)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("content, reason", [
+    (lambda good: b"", "the file is empty"),
+    (lambda good: np.random.default_rng(0).bytes(300),
+     r"a checkpoint is a zip archive \(NumPy \.npz\) and this file is not one"),
+    (lambda good: good[:len(good) // 2], r"the zip archive is damaged or cut short"),
+    (lambda good: good[:-1], r"the zip archive is damaged or cut short"),
+    (lambda good: good[:200] + bytes([good[200] ^ 255]) + good[201:],
+     r"the zip archive is damaged or cut short \(Bad CRC-32"),
+])
+def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
+    path = tmp_path / "ck"
+    path.write_bytes(content(good_checkpoint(tmp_path / "good")))
+    model = small_model()
+    before = model.state_dict()
+    with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint: {reason}"):
+        model.load(path)
+    for name, array in model.state_dict().items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_loading_a_missing_file_or_another_models_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"load: there is no checkpoint file '.*nothing'"):
+        small_model().load(tmp_path / "nothing")
+    small_model(num_layers=2).save(tmp_path / "two_layers")
+    with pytest.raises(ValueError, match=r"load: the checkpoint '.*two_layers' does not fit "
+                                         r"this CausalTransformer: missing \[\], unexpected "
+                                         r"\['blocks.1"):
+        small_model().load(tmp_path / "two_layers")
+    np.savez(tmp_path / "objects.npz", weight=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match=r"not a tinyattn checkpoint: an entry of the archive "
+                                         r"cannot be read as an array of numbers"):
+        nn.Linear(1, 1).load(tmp_path / "objects.npz")
+
+
 def test_load_state_dict_rejects_wrong_names_and_shapes():
     layer = nn.Linear(3, 2)
     with pytest.raises(ValueError, match=r"missing \['bias'\]"):

@@ -1,4 +1,7 @@
-"""tinyattn.optim: SGD and Adam against their formulas, dtypes and step counts."""
+"""tinyattn.optim: SGD, Adam and AdamW against their formulas, dtypes and step counts; gradient
+clipping and the learning-rate schedule. PyTorch, when installed, is an extra reference."""
+import math
+
 import numpy as np
 import pytest
 
@@ -24,24 +27,39 @@ def test_sgd_with_momentum_and_weight_decay():
     np.testing.assert_allclose(p.data, expected - 0.1 * v)
 
 
-def test_adam_matches_its_formula():
-    start, g1, g2 = np.array([1.0, -2.0, 3.0]), np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])
-    p = parameter_with_grad(start, g1)
-    adam = optim.Adam([p], lr=0.01)
-    adam.step()          # step 1: m / (1 - b1) = g and v / (1 - b2) = g^2, so p moves by lr sign(g)
-    np.testing.assert_allclose(p.data, [0.99, -1.99, 3.0], rtol=1e-6)
-    after_one = start - 0.01 * g1 / (np.abs(g1) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one, rtol=1e-12)
-    p.grad = g2.copy()
-    adam.step()
-    m = 0.9 * 0.1 * g1 + 0.1 * g2
-    v = 0.999 * 0.001 * g1 ** 2 + 0.001 * g2 ** 2
-    step = 0.01 * (m / (1 - 0.9 ** 2)) / (np.sqrt(v / (1 - 0.999 ** 2)) + 1e-8)
-    np.testing.assert_allclose(p.data, after_one - step, rtol=1e-12)
+def adam_by_hand(start, grads, lr, betas, weight_decay, decoupled, eps=1e-8):
+    """Adam's formula step by step; `decoupled`: AdamW's weight decay, else Adam's L2 form."""
+    (b1, b2), p, m, v = betas, start, 0.0, 0.0
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+        p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    return p
+
+
+@pytest.mark.parametrize("kind, weight_decay", [("Adam", 0.0), ("Adam", 0.1), ("AdamW", 0.1)])
+def test_adam_and_adamw_match_their_formulas(kind, weight_decay):
+    """Adam adds weight_decay * p to the gradient (so it is divided by sqrt(v) like the rest);
+    AdamW shrinks p by (1 - lr weight_decay) and follows the plain gradient."""
+    start = np.array([1.0, -2.0, 3.0])
+    grads = [np.array([0.1, -3.0, 0.0]), np.array([0.2, 1.0, 1.0])]
+    p = parameter_with_grad(start, grads[0])
+    optimizer = getattr(optim, kind)([p], lr=0.01, betas=(0.9, 0.99), weight_decay=weight_decay)
+    optimizer.step()
+    if weight_decay == 0.0:  # step 1: m / (1 - b1) = g, v / (1 - b2) = g^2: p moves by lr sign(g)
+        np.testing.assert_allclose(p.data, [0.99, -1.99, 3.0], rtol=1e-6)
+    p.grad = grads[1].copy()
+    optimizer.step()
+    expected = adam_by_hand(start, grads, 0.01, (0.9, 0.99), weight_decay, kind == "AdamW")
+    np.testing.assert_allclose(p.data, expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
-                                  lambda ps: optim.Adam(ps, lr=0.1)])
+                                  lambda ps: optim.Adam(ps, lr=0.1),
+                                  lambda ps: optim.AdamW(ps, lr=0.1, weight_decay=0.1)])
 def test_optimizers_keep_float32_and_clear_gradients(make):
     p = parameter_with_grad([1.0, 2.0], [0.5, -0.5], np.float32)
     optimizer = make([p])
@@ -65,3 +83,60 @@ def test_adam_counts_steps_per_parameter():
     adam.step()
     np.testing.assert_allclose(late.data, [1.0 - 0.1 * 2.0 / (2.0 + 1e-8)])
     np.testing.assert_array_equal(idle.data, [5.0])
+
+
+def test_adamw_has_pytorchs_defaults():
+    adamw = optim.AdamW([nn.Parameter(np.ones(2))])
+    assert (adamw.lr, adamw.beta1, adamw.beta2, adamw.eps, adamw.weight_decay) == \
+        (1e-3, 0.9, 0.999, 1e-8, 1e-2)
+
+
+def test_clip_grad_norm_scales_all_gradients_by_one_factor():
+    a, b = parameter_with_grad([0.0, 0.0], [3.0, 0.0]), parameter_with_grad([0.0], [4.0])
+    idle = nn.Parameter(np.zeros(3))                       # no gradient: left out
+    norm = optim.clip_grad_norm([a, idle, b], max_norm=1.0)
+    assert type(norm) is float and norm == 5.0               # sqrt(3^2 + 4^2)
+    factor = 1.0 / (5.0 + 1e-6)
+    np.testing.assert_allclose(a.grad, [3.0 * factor, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(b.grad, [4.0 * factor], rtol=1e-15)
+    assert idle.grad is None
+    assert optim.clip_grad_norm([a, b], max_norm=2.0) == pytest.approx(1.0)   # below: unchanged
+    np.testing.assert_allclose(b.grad, [4.0 * factor], rtol=1e-15)
+
+
+def test_clip_grad_norm_keeps_float32():
+    p = parameter_with_grad(np.zeros((10, 10)), np.full((10, 10), 2.0), np.float32)
+    grad = p.grad
+    assert optim.clip_grad_norm([p], max_norm=0.5) == pytest.approx(20.0)
+    assert p.grad is grad and p.grad.dtype == np.float32                  # scaled in place
+    np.testing.assert_allclose(np.linalg.norm(p.grad), 0.5, rtol=1e-6)
+
+
+def test_warmup_cosine_lr():
+    lrs = [optim.warmup_cosine_lr(step, 1.0, warmup_steps=4, total_steps=14, min_lr=0.1)
+           for step in range(16)]
+    np.testing.assert_allclose(lrs[:4], [0.25, 0.5, 0.75, 1.0])           # linear warm-up
+    assert lrs[4] == 1.0 and lrs[9] == pytest.approx(0.55)                # half-way: the mean
+    assert lrs[7] == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * 0.3)) / 2)
+    assert all(later < earlier for earlier, later in zip(lrs[4:14], lrs[5:14]))
+    assert lrs[14:] == [0.1, 0.1]                                         # then the floor
+
+
+def test_adamw_and_clipping_match_pytorch():
+    """An extra check against PyTorch (skipped when it is not installed)."""
+    torch = pytest.importorskip("torch")
+    random = np.random.default_rng(0)
+    start = random.standard_normal((2, 3, 4))
+    grads = [10 * random.standard_normal(start.shape) for _ in range(3)]
+    ours = nn.Parameter(start.copy())
+    theirs = torch.tensor(start.copy(), requires_grad=True)
+    adamw = optim.AdamW([ours], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
+    reference = torch.optim.AdamW([theirs], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
+    for grad in grads:
+        ours.grad, theirs.grad = grad.copy(), torch.tensor(grad.copy())
+        norm = optim.clip_grad_norm([ours], max_norm=1.0)
+        np.testing.assert_allclose(norm, torch.nn.utils.clip_grad_norm_([theirs], 1.0).item(),
+                                   rtol=1e-12)
+        adamw.step()
+        reference.step()
+        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-10, atol=1e-12)

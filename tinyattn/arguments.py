@@ -23,14 +23,17 @@ INTEGERS = (int, np.integer)
 REAL_NUMBERS = (int, float, np.integer, np.floating)
 
 
-def check_shapes(op, same_dtype=False, dtype=None, floating=False, **patterns):
+def check_shapes(op, same_dtype=False, dtype=None, floating=False, optional=(), **patterns):
     """Check tensors against shape patterns; returns {name: size} for the names in the patterns,
     and the broadcast leading axes under "...".
 
     Each keyword is `name=(tensor, pattern)`. `same_dtype`: all the tensors share one dtype (as
     PyTorch requires: no silent promotion). `dtype`: all of them have this dtype, the dtype of the
-    parameters of the layer `op`. `floating`: the tensors hold floating-point numbers.
+    parameters of the layer `op`. `floating`: the tensors hold floating-point numbers. `optional`:
+    the names whose tensor may be None (then it is not checked).
     """
+    patterns = {name: (x, pattern) for name, (x, pattern) in patterns.items()
+                if not (x is None and name in optional)}
     sizes, leading = {}, []
     for name, (x, pattern) in patterns.items():
         check_tensor(op, name, x)
@@ -93,6 +96,12 @@ def check_number(op, name, value, low=None, high=None):
                   else f">= {low}" if low is not None else f"<= {high}")
         raise ValueError(f"{op}: {name} must be {bounds}, got {value}")
     return float(value)
+
+
+def check_numbers(op, low=None, high=None, **values):
+    """`check_number` for several values with the same bounds: they come back as Python floats,
+    in the order given."""
+    return tuple(check_number(op, name, value, low, high) for name, value in values.items())
 
 
 def check_ids(op, name, ids, count, counted):

@@ -1,32 +1,28 @@
-"""Optimizers: they read each parameter's `.grad` and update its `.data` in place.
+"""Optimizers: they read each parameter's `.grad` and update its `.data` in place; and the two
+helpers a training loop uses with them, gradient clipping and a learning-rate schedule.
 
 Hyper-parameters are Python floats, so a float32 model stays float32.
 """
+import math
+
 import numpy as np
 
-from tinyattn.arguments import check_number
+from tinyattn.arguments import check_ints, check_number, check_numbers
 from tinyattn.engine import Tensor
 
 
 class Optimizer:
     def __init__(self, params, lr):
-        self.params = list(params)
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: got an empty list of parameters")
-        for p in self.params:
-            if not isinstance(p, Tensor) or not p.requires_grad:
-                raise TypeError(f"{type(self).__name__}: every parameter must be a Tensor that "
-                                "requires grad")
-        if len({id(p) for p in self.params}) != len(self.params):
-            raise ValueError(f"{type(self).__name__}: a parameter appears twice in the list")
+        self.params = check_parameters(type(self).__name__, params)
         self.lr = check_number(type(self).__name__, "lr", lr, low=0)
 
     def zero_grad(self):
         for p in self.params:
             p.grad = None
 
-    def decayed(self, p):
-        """The gradient with L2 weight decay added: grad + weight_decay * p (PyTorch's form)."""
+    def apply_weight_decay(self, p):
+        """The gradient to follow. Weight decay as L2 regularisation (PyTorch's SGD and Adam) adds
+        weight_decay * p to the gradient, the derivative of weight_decay / 2 * |p|^2."""
         return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
 
 
@@ -38,15 +34,15 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
-        self.momentum = check_number("SGD", "momentum", momentum, low=0)
-        self.weight_decay = check_number("SGD", "weight_decay", weight_decay, low=0)
+        self.momentum, self.weight_decay = check_numbers("SGD", low=0, momentum=momentum,
+                                                         weight_decay=weight_decay)
         self.velocity = [None] * len(self.params)
 
     def step(self):
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            grad = self.decayed(p)
+            grad = self.apply_weight_decay(p)
             if self.momentum:
                 if self.velocity[i] is None:
                     self.velocity[i] = np.array(grad)
@@ -61,18 +57,15 @@ class Adam(Optimizer):
 
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,   t = the parameter's steps so far
         p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+    with g the gradient plus weight_decay * p (weight decay as L2 regularisation; see AdamW).
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.beta1, self.beta2 = (check_number("Adam", name, beta, low=0)
-                                  for name, beta in (("beta1", betas[0]), ("beta2", betas[1])))
-        if not (self.beta1 < 1.0 and self.beta2 < 1.0):
-            raise ValueError(f"Adam: needs 0 <= betas < 1, got betas={betas}")
-        self.eps = check_number("Adam", "eps", eps, low=0)
-        self.weight_decay = check_number("Adam", "weight_decay", weight_decay, low=0)
+        self.beta1, self.beta2 = check_betas(type(self).__name__, betas)
+        self.eps, self.weight_decay = check_numbers(type(self).__name__, low=0, eps=eps,
+                                                    weight_decay=weight_decay)
         # per parameter, made at its first step (in its dtype then): the moving averages of its
         # gradient and squared gradient, and how many steps it has taken
         self.m, self.v, self.steps = {}, {}, {}
@@ -88,9 +81,97 @@ class Adam(Optimizer):
             m, v = self.m[i], self.v[i]
             correction1 = 1.0 - self.beta1 ** self.steps[i]
             correction2 = 1.0 - self.beta2 ** self.steps[i]
-            grad = self.decayed(p)
+            grad = self.apply_weight_decay(p)
             m *= self.beta1
             m += (1.0 - self.beta1) * grad
             v *= self.beta2
             v += (1.0 - self.beta2) * grad * grad
             p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, "Decoupled Weight Decay
+    Regularization"), as PyTorch's AdamW: before Adam's step, which follows the plain gradient,
+
+        p = p - lr * weight_decay * p
+
+    In Adam the L2 term weight_decay * p is divided by sqrt(v) like the rest of the gradient, so
+    weights with large gradients were hardly decayed; here every weight shrinks at the same rate.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+    def apply_weight_decay(self, p):
+        """Shrink p itself by the factor (1 - lr * weight_decay); the gradient stays as it is."""
+        if self.weight_decay:
+            p.data *= 1.0 - self.lr * self.weight_decay
+        return p.grad
+
+
+def clip_grad_norm(parameters, max_norm):
+    """Scale the gradients of `parameters` together so that their total norm is at most
+    `max_norm`, as PyTorch's `torch.nn.utils.clip_grad_norm_`:
+
+        norm = sqrt(sum over every gradient element of g^2)
+        g = g * max_norm / (norm + 1e-6)     when that factor is below 1
+
+    One factor for all of them keeps the direction of the whole step. Returns the norm before
+    clipping, a Python float; parameters without a gradient are left out.
+    """
+    parameters = check_parameters("clip_grad_norm", parameters)
+    max_norm = check_number("clip_grad_norm", "max_norm", max_norm, low=0)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = math.hypot(*(float(np.linalg.norm(g)) for g in grads))
+    factor = max_norm / (norm + 1e-6)
+    if factor < 1.0:
+        for g in grads:
+            g *= factor
+    return norm
+
+
+def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
+    """The learning rate at `step` (counted from 0) of a linear warm-up then a cosine decay:
+
+        step < warmup_steps:     lr * (step + 1) / warmup_steps
+        up to total_steps:       min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2,
+                                 progress = (step - warmup_steps) / (total_steps - warmup_steps)
+        from total_steps on:     min_lr
+
+    Set it before each step: `optimizer.lr = warmup_cosine_lr(step, 1e-3, 100, 2000, 1e-4)`.
+    """
+    check_ints("warmup_cosine_lr", low=0, step=step, warmup_steps=warmup_steps,
+               total_steps=total_steps)
+    lr, min_lr = check_numbers("warmup_cosine_lr", low=0, lr=lr, min_lr=min_lr)
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= total_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+# ------------------------------------------------------------------------------------------------
+# The doors of the optimizers
+
+def check_parameters(op, params):
+    """`params` (any iterable) as a list: not empty, tensors that require grad, none twice."""
+    params = list(params)
+    if not params:
+        raise ValueError(f"{op}: got an empty list of parameters")
+    if not all(isinstance(p, Tensor) and p.requires_grad for p in params):
+        raise TypeError(f"{op}: every parameter must be a Tensor that requires grad")
+    if len({id(p) for p in params}) != len(params):
+        raise ValueError(f"{op}: a parameter appears twice in the list")
+    return params
+
+
+def check_betas(op, betas):
+    """`betas` must be a pair (beta1, beta2) of numbers in [0, 1): the decay rates of Adam's
+    moving averages (1 would never forget). Returns them as Python floats."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"{op}: betas must be a pair (beta1, beta2), got {betas!r}")
+    beta1, beta2 = check_numbers(op, low=0, beta1=betas[0], beta2=betas[1])
+    if not (beta1 < 1.0 and beta2 < 1.0):
+        raise ValueError(f"{op}: needs 0 <= betas < 1, got betas={betas}")
+    return beta1, beta2

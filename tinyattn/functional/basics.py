@@ -1,16 +1,14 @@
 """The functions a transformer uses besides attention: activations, softmax, layer norm, dropout
 and the cross-entropy loss.
 
-Everything here is composed from the ops in `tinyattn.ops`, except softmax and log-softmax, which
-are fused ops of their own. Because of that, a gradient check of anything here also checks the
-ops it is built from.
+Everything here is composed from the ops in `tinyattn.ops`, except softmax, log-softmax, GELU and
+layer norm, which are fused ops of their own (each checked against the composed formula it
+replaces). Because of that, a gradient check of anything here also checks the ops it is built from.
 """
-import math
-
 import numpy as np
 
 from tinyattn import ops, rng
-from tinyattn.arguments import check_ids, check_number, check_tensor
+from tinyattn.arguments import check_ids, check_number, check_shapes, check_tensor
 from tinyattn.engine import data_of
 
 
@@ -38,29 +36,28 @@ def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 
         gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+
+    One fused op (`ops.elementwise.Gelu`, where its derivative is worked out); the checklist
+    compares it with the same formula composed from primitive ops.
     """
     check_tensor("gelu", "x", x)
-    return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
+    return ops.Gelu.apply(x)
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5, axes=(-1,)):
-    """Normalise each row over the last axis (or `axes`) to mean 0 and variance 1, then scale by
-    `weight` and shift by `bias`:
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """Normalise each row (the last axis) to mean 0 and variance 1, then scale by `weight` and
+    shift by `bias` (both of the row's size, or None):
 
         y = (x - mean) / sqrt(var + eps) * weight + bias,   var the biased variance (as PyTorch)
-    """
-    check_layer_norm_arguments(x, weight, bias, axes)
-    eps = check_number("layer_norm", "eps", eps, low=0)
 
-    mean = x.mean(axis=axes, keepdims=True)
-    centered = x - mean
-    variance = (centered * centered).mean(axis=axes, keepdims=True)
-    normalized = centered / (variance + eps).sqrt()
-    if weight is not None:
-        normalized = normalized * weight
-    if bias is not None:
-        normalized = normalized + bias
-    return normalized
+    One fused op (`ops.layer_norm.LayerNorm`, where its backward is derived); the checklist
+    compares it with the same formula composed from primitive ops.
+    """
+    check_shapes("layer_norm", same_dtype=True, optional=("weight", "bias"),
+                 x=(x, "... N"), weight=(weight, "N"), bias=(bias, "N"))
+    eps = check_number("layer_norm", "eps", eps, low=0)
+    return ops.LayerNorm.apply(x, 1.0 if weight is None else weight,
+                               0.0 if bias is None else bias, eps=eps)
 
 
 def dropout(x, p=0.5, training=True):
@@ -94,19 +91,7 @@ def cross_entropy(logits, targets, ignore_index=-100):
 
 
 # ------------------------------------------------------------------------------------------------
-# The doors of layer_norm and cross_entropy
-
-def check_layer_norm_arguments(x, weight, bias, axes):
-    check_tensor("layer_norm", "x", x)
-    if x.ndim < len(axes):
-        raise ValueError(f"layer_norm: inputs of shape {x.shape} have no axes {axes} to normalise")
-    normalized_shape = " ".join(str(x.shape[axis]) for axis in axes)
-    for name, parameter in (("weight", weight), ("bias", bias)):
-        check_tensor("layer_norm", name, parameter, optional=True)
-        if parameter is not None and parameter.shape != tuple(x.shape[axis] for axis in axes):
-            raise ValueError(f"layer_norm: {name} of shape {parameter.shape} does not fit inputs "
-                             f"of shape {x.shape} normalised over ({normalized_shape})")
-
+# The door of cross_entropy
 
 def check_cross_entropy_arguments(logits, targets, ignore_index):
     """The targets as an array of class indices, after checking that they fit the logits."""

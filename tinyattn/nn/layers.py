@@ -53,8 +53,14 @@ class LayerNorm(Module):
     def forward(self, x):
         check_shapes("LayerNorm", dtype=self.weight.dtype,
                      input=(x, "... " + " ".join(map(str, self.normalized_shape))))
-        n = len(self.normalized_shape)
-        return F.layer_norm(x, self.weight, self.bias, self.eps, axes=tuple(range(-n, 0)))
+        if len(self.normalized_shape) == 1:
+            return F.layer_norm(x, self.weight, self.bias, self.eps)
+        # Over several axes: the same as over one axis holding their N elements.
+        N = math.prod(self.normalized_shape)
+        leading = x.shape[:x.ndim - len(self.normalized_shape)]
+        rows = F.layer_norm(x.reshape(*leading, N), self.weight.reshape(N), self.bias.reshape(N),
+                            self.eps)                                           # (..., N)
+        return rows.reshape(x.shape)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"

@@ -5,6 +5,9 @@ inside lists, such as the blocks of a transformer). Walking those attributes in 
 set gives every parameter a dotted name, `blocks.0.attn.q_proj.weight`, used by `state_dict()`,
 saving, loading and drawing.
 """
+import os
+import zipfile
+import zlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -141,13 +144,38 @@ class Module:
             parameter.data[...] = arrays[name]
 
     def save(self, path):
-        """Save the parameters to a NumPy `.npz` file (arrays only, no pickle)."""
-        np.savez(path, **self.state_dict())
+        """Save the parameters in the file `path`, under exactly that name (no extension is added,
+        so `load(path)` finds it), as a NumPy .npz archive of arrays named as in `state_dict()`.
+
+        The archive is written under a temporary name in the same folder, then renamed to `path`:
+        a save that fails leaves no half-written file, and an earlier file at `path` as it was.
+        """
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"save: there is no folder {folder!r} to save {path!r} in")
+        temporary = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(temporary, "wb") as file:
+                np.savez(file, **self.state_dict())
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
 
     def load(self, path):
-        """Load parameters saved by `save`."""
-        with np.load(path, allow_pickle=False) as arrays:
-            self.load_state_dict(dict(arrays))
+        """Load the parameters from a file written by `save`; returns self. A file that is not
+        such a checkpoint, or one of another model, raises an error saying why, and changes
+        nothing."""
+        path = os.fspath(path)
+        state = read_checkpoint(path)
+        try:
+            self.load_state_dict(state)
+        except (ValueError, TypeError) as error:
+            reason = str(error).removeprefix("load_state_dict: ")
+            raise type(error)(f"load: the checkpoint {path!r} does not fit this "
+                              f"{type(self).__name__}: {reason}") from None
         return self
 
     def __repr__(self):
@@ -158,6 +186,35 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def read_checkpoint(path):
+    """{name: array} from a checkpoint file written by `Module.save`, or a clear error saying why
+    the file is not one (NumPy's own messages speak of pickles and zip internals)."""
+    not_a_checkpoint = f"load: {path!r} is not a tinyattn checkpoint"
+    try:
+        file = open(path, "rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"load: there is no checkpoint file {path!r}") from None
+    with file:
+        start = file.read(len(ZIP_START))
+        if start != ZIP_START:
+            reason = ("the file is empty" if not start else
+                      "a checkpoint is a zip archive (NumPy .npz) and this file is not one")
+            raise ValueError(f"{not_a_checkpoint}: {reason}")
+        file.seek(0)
+        try:
+            with np.load(file, allow_pickle=False) as archive:
+                return {name: archive[name] for name in archive.files}
+        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+            raise ValueError(f"{not_a_checkpoint}: the zip archive is damaged or cut short "
+                             f"({error})") from None
+        except ValueError as error:     # e.g. an array of Python objects, which only pickle reads
+            raise ValueError(f"{not_a_checkpoint}: an entry of the archive cannot be read as an "
+                             f"array of numbers ({error})") from None
+
+
+ZIP_START = b"PK\x03\x04"          # the first bytes of every zip archive
 
 
 def uniform(shape, bound, dtype):

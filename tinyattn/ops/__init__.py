@@ -1,13 +1,14 @@
 """The ops: one class per differentiable operation, each a `Function` with forward and backward.
 
-Read them in this order: elementwise, reductions, shape, matmul, softmax, then flash_attention (a
-whole attention fused into one op, block by block).
+Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm, then
+flash_attention (a whole attention fused into one op, block by block).
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
-                                      Elu, Where, where)
+                                      Elu, Gelu, Where, where)
 from tinyattn.ops.reductions import Sum, Mean, Max, Cumsum
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, swapped_axes,
                                 unpacked, concatenate, stack)
 from tinyattn.ops.matmul import Matmul
 from tinyattn.ops.softmax import Softmax, LogSoftmax
+from tinyattn.ops.layer_norm import LayerNorm
 from tinyattn.ops.flash_attention import FlashAttention

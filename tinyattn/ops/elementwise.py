@@ -5,6 +5,8 @@ whole arrays at once. `grad` is dL/d(out). The sweep (engine.py) sums the gradie
 input back to its shape, so the rules are written as if `a` and `b` had the same shape; an input that
 is a constant (`self.needs_grad(i)` False) gets None instead of a gradient nobody will read.
 """
+import math
+
 import numpy as np
 
 from tinyattn.engine import Function, data_of
@@ -181,6 +183,35 @@ class Elu(Function):
     def backward(self, grad):
         out, positive, alpha = self.saved
         return (np.where(positive, grad, grad * (out + alpha)),)
+
+
+class Gelu(Function):
+    """GELU in its tanh form (GPT-2's; PyTorch's `gelu(x, approximate="tanh")`), fused:
+
+        out = 0.5 x (1 + t),   t = tanh(u),   u = c (x + 0.044715 x^3),   c = sqrt(2 / pi)
+
+    dL/dx = grad * dout/dx, by the product rule, then the chain rule through tanh (tanh' = 1 - t^2):
+
+        dout/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,    du/dx = c (1 + 3 * 0.044715 x^2)
+
+    Written with the primitive ops, GELU is nine nodes over arrays as large as the feed-forward
+    layer's hidden activations; fused, it saves x and t, and its backward is the one line above.
+    x^3 is computed as x * x * x: NumPy's float32 `x ** 3` goes through its general power function,
+    many times slower than two products.
+    """
+
+    def forward(self, x):
+        t = np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        self.saved = (x, t)
+        return 0.5 * x * (1.0 + t)
+
+    def backward(self, grad):
+        x, t = self.saved
+        du_dx = SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        return (grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx),)
+
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)     # a Python float: no float64 upcast of float32 arrays
 
 
 class Where(Function):

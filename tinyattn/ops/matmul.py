@@ -17,13 +17,15 @@ class Matmul(Function):
     Two special cases, both NumPy's rules or their cost:
     * A 1-D `a` acts as a one-row matrix, a 1-D `b` as a one-column matrix, and that axis is
       dropped from the output; backward puts it back into grad and takes it out of the result.
-    * A 2-D `b` shared by a batch of `a`s (the weight of a Linear layer): dL/db sums a^T @ grad over
-      the batch, which is one 2-D product of the batch folded into rows, (rows, k)^T @ (rows, n).
+    * A 2-D `b` shared by a batch of `a`s (the weight of a Linear layer): the batch is folded into
+      rows, so that each of out, dL/da and dL/db is one 2-D product, (rows, k) @ (k, n), and not
+      one small product per batch element (NumPy's `@` loops over the batch). dL/db sums
+      a^T @ grad over the batch, which is the same one product: (rows, k)^T @ (rows, n).
     """
 
     def forward(self, a, b):
         self.saved = (a, b)
-        return a @ b
+        return rows_times_matrix(a, b) if b.ndim == 2 and a.ndim > 2 else a @ b
 
     def backward(self, grad):
         a, b = self.saved
@@ -31,17 +33,14 @@ class Matmul(Function):
             b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)   # b (k, 1), grad (..., m, 1)
         if a.ndim == 1:
             a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)   # a (1, k), grad (..., 1, n)
+        shared_b = b.ndim == 2 and a.ndim > 2
         grad_a = grad_b = None
         if self.needs_grad(0):
-            grad_a = grad @ b.swapaxes(-1, -2)
+            grad_a = rows_times_matrix(grad, b.T) if shared_b else grad @ b.swapaxes(-1, -2)
             if self.saved[0].ndim == 1:
                 grad_a = grad_a[..., 0, :]
         if self.needs_grad(1):
-            if b.ndim == 2 and a.ndim > 2:
-                rows = math.prod(a.shape[:-1])    # not -1: it cannot be inferred when k or n is 0
-                grad_b = a.reshape(rows, a.shape[-1]).T @ grad.reshape(rows, grad.shape[-1])
-            else:
-                grad_b = a.swapaxes(-1, -2) @ grad
+            grad_b = as_rows(a).T @ as_rows(grad) if shared_b else a.swapaxes(-1, -2) @ grad
             if self.saved[1].ndim == 1:
                 grad_b = grad_b[..., 0]
         return grad_a, grad_b
@@ -59,3 +58,14 @@ class Matmul(Function):
         except ValueError:
             raise ValueError(f"shapes {a.shape} and {b.shape}: the batch shapes {a.shape[:-2]} "
                              f"and {b.shape[:-2]} do not broadcast") from None
+
+
+def as_rows(x):
+    """(..., n) as (rows, n): every leading axis folded into one. (Not -1: it cannot be inferred
+    when n is 0.)"""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+def rows_times_matrix(x, matrix):
+    """(..., k) @ (k, n) -> (..., n) as one 2-D product of the rows of x with the matrix."""
+    return (as_rows(x) @ matrix).reshape(*x.shape[:-1], matrix.shape[-1])

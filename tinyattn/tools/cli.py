@@ -5,7 +5,8 @@ USAGE = """usage: python -m tinyattn COMMAND [options]
 
 commands:
   check   run the gradient checks of every op and layer and print a table
-  bench   what the engine costs over hand-written NumPy (and PyTorch, if installed)
+  bench   what the engine costs over hand-written NumPy (and PyTorch, if installed);
+          parts 1 (per-op cost), 2 (attention), 3 (a training step): `bench 3` runs one
 """
 
 

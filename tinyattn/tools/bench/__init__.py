@@ -1,18 +1,22 @@
-"""`python -m tinyattn bench`: what the engine costs on top of the NumPy it calls, and what the
-attention of chapter 2 saves at long lengths.
+"""`python -m tinyattn bench`: what the engine costs on top of the NumPy it calls (and against
+PyTorch), and what the attention variants and the key/value cache save.
 
-Parts 1 and 2 run the same computation written two or three ways -- with tinyattn, by hand in
-NumPy (forward and backward written out), and in PyTorch when it happens to be installed --
-interleaved (A B C A B C ...) so that a noisy neighbour on a shared machine slows all of them
-alike. Part 3 runs flash, sliding-window and linear attention interleaved with plain attention
-in the same way. What is reported is the median over rounds of the per-round ratio, never a lone
+Each part runs the computations it compares interleaved (A B C A B C ...), so that a noisy
+neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
+with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
+to be installed; part 4 flash, sliding-window and linear attention against plain attention; part
+5 generation with and without the cache. What is reported is the median over rounds of the per-round ratio, never a lone
 absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
 spread over cores.
 
-    overhead.py        a chain of 2,000 tiny ops: the engine's cost per op
-    attention.py       multi-head self-attention, forward and backward
-    long_attention.py  attention at long lengths: flash, sliding-window and causal linear
-                       attention against plain causal attention, time and peak memory
+    overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
+    attention.py       2. multi-head self-attention, forward and backward
+    training.py        3. one training step of a small GPT (forward, loss, backward, AdamW)
+    long_attention.py  4. attention at long lengths: flash, sliding-window and causal linear
+                          attention against plain causal attention, time and peak memory
+    generation.py      5. writing text with and without the key/value cache
+
+`python -m tinyattn bench 3 5` runs only those parts.
 """
 import argparse
 import os
@@ -20,12 +24,15 @@ import sys
 
 import numpy as np
 
-from tinyattn.tools.bench.attention import MHA_SIZES, bench_mha
-from tinyattn.tools.bench.long_attention import LONG_SIZES, bench_long
+from tinyattn.tools.bench.attention import bench_attention
+from tinyattn.tools.bench.generation import bench_generation
+from tinyattn.tools.bench.long_attention import bench_long_attention
 from tinyattn.tools.bench.overhead import bench_chain
+from tinyattn.tools.bench.training import bench_training_step
 
-LONG_ROUNDS = 3      # at most: one round of plain attention at L = 8192 takes seconds
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
+         5: lambda rounds, torch: bench_generation(rounds)}
 
 
 def run_with_one_blas_thread(argv):
@@ -46,12 +53,28 @@ def positive_int(text):
     return value
 
 
-def main(argv):
+def part_number(text):
+    value = int(text)
+    if value not in PARTS:
+        raise argparse.ArgumentTypeError(f"the parts are {', '.join(map(str, PARTS))}, "
+                                         f"got {value}")
+    return value
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(prog="python -m tinyattn bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("parts", nargs="*", type=part_number, metavar="PART",
+                        help="run only these parts (default: all)")
     parser.add_argument("--rounds", type=positive_int, default=30,
                         help="interleaved rounds (default 30)")
     args = parser.parse_args(argv)
+    args.parts = args.parts or list(PARTS)
+    return args
+
+
+def main(argv):
+    args = parse(argv)
     try:
         import torch
         torch.set_num_threads(1)
@@ -59,16 +82,7 @@ def main(argv):
     except ImportError:
         torch = None
         print("PyTorch is not installed: comparing with NumPy only.")
-    print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}\n")
-    bench_chain(args.rounds, torch)
-    sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
-    print(f"\n2. Multi-head self-attention, forward + backward ({sizes}), {args.rounds} "
-          "interleaved rounds")
-    for dtype in (np.float32, np.float64):
-        bench_mha(args.rounds, dtype, torch)
-    long_rounds = min(args.rounds, LONG_ROUNDS)
-    print(f"\n3. Attention at long lengths: causal, one head, width {LONG_SIZES['width']}, "
-          "float64, forward + backward,\n   against plain causal SDPA at the same length; "
-          f"{long_rounds} interleaved rounds (at most {LONG_ROUNDS}, whatever\n   --rounds says: "
-          "the long runs take seconds each), peak memory from tracemalloc")
-    bench_long(long_rounds, **LONG_SIZES)
+    print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
+    for number in args.parts:
+        print(f"\n{number}. ", end="")
+        PARTS[number](args.rounds, torch)

@@ -97,3 +97,11 @@ def bench_mha(rounds, dtype, torch=None):
               for name in implementations if name != "tinyattn"}
     print(line + "  " + "  ".join(f"{label} {ratio:5.2f}x" for label, ratio in ratios.items()))
     return ratios
+
+
+def bench_attention(rounds, torch=None):
+    """Part 2: multi-head self-attention forward and backward, in float32 and float64."""
+    sizes = ", ".join(f"{name}={value}" for name, value in MHA_SIZES.items())
+    print(f"Multi-head self-attention, forward + backward ({sizes}), {rounds} interleaved rounds")
+    return {np.dtype(dtype).name: bench_mha(rounds, dtype, torch)
+            for dtype in (np.float32, np.float64)}

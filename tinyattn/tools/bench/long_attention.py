@@ -159,3 +159,16 @@ def bench_flash(rounds, lengths=(4096, 1024, 256, 64), width=64, block_sizes=BLO
     print(f"A pair of 1 x 1 blocks (L = 32, block 1), where the arithmetic is nothing: "
           f"{pair_cost * 1e6:.0f} us per pair, the cost of the NumPy calls themselves")
     return ratios
+
+
+LONG_ROUNDS = 3      # at most: one round of plain attention at L = 8192 takes seconds
+
+
+def bench_long_attention(rounds, torch=None):
+    """Part 4, with at most LONG_ROUNDS rounds whatever `rounds` says."""
+    rounds = min(rounds, LONG_ROUNDS)
+    print(f"Attention at long lengths: causal, one head, width {LONG_SIZES['width']}, float64, "
+          f"forward + backward,\n   against plain causal SDPA at the same length; {rounds} "
+          f"interleaved rounds (at most {LONG_ROUNDS}, whatever\n   --rounds says: the long runs "
+          "take seconds each), peak memory from tracemalloc")
+    return bench_long(rounds, **LONG_SIZES)

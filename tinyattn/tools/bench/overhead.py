@@ -63,7 +63,7 @@ def bench_chain(rounds, torch=None):
     check_agreement(implementations, inputs)
     interleaved(implementations, inputs, 2)   # warm up
     times = interleaved(implementations, inputs, rounds)
-    print(f"1. Per-op overhead: a chain of {CHAIN_OPS} elementwise ops on an (8, 8) tensor, "
+    print(f"Per-op overhead: a chain of {CHAIN_OPS} elementwise ops on an (8, 8) tensor, "
           f"forward + backward, {rounds} interleaved rounds")
     for name in implementations:
         per_op = statistics.median(times[name]) / CHAIN_OPS * 1e6

@@ -1,9 +1,11 @@
-"""The two kinds of row in the checklist, and how a row builds what it checks.
+"""The three kinds of row in the checklist, and how a row builds what it checks.
 
 - OpCase: one op on inputs of given shapes, with the same computation in NumPy (the tests compare
   the forward values with it); its gradients are checked element by element.
 - LayerCase: a function or a layer as a whole, built fresh and seeded, with respect to every
   input and parameter; large inputs are checked along random directions.
+- FusedCase: a fused op against the chain of primitive ops it replaces: the same output and the
+  same gradients, both computed by the engine.
 """
 from typing import Callable, NamedTuple
 
@@ -76,3 +78,22 @@ def layer(make_module, *input_shapes, **kwargs):
 def function(fn, *input_shapes, **kwargs):
     """A build function for `fn(*inputs, **kwargs)` on standard normal inputs."""
     return lambda: (lambda *args: fn(*args, **kwargs), leaves(*input_shapes))
+
+
+class FusedCase(NamedTuple):
+    name: str
+    fused: Callable         # on tensors: the fused op
+    composed: Callable      # on tensors: the same function written with primitive ops
+    shapes: tuple           # one shape per input
+
+
+def fused_and_composed(case, seed=0):
+    """[output, dL/d(input) for each input] of the fused and of the composed function, on the same
+    float64 inputs and for the same random upstream gradient."""
+    results = []
+    for fn in (case.fused, case.composed):
+        inputs = leaves(*case.shapes, seed=seed)
+        out = fn(*inputs)
+        out.backward(np.random.default_rng(seed + 1).standard_normal(out.shape))
+        results.append([out.data] + [x.grad for x in inputs])
+    return results

@@ -1,0 +1,58 @@
+"""The checklist's rows for the fused ops that replace a chain of primitive ops (GELU, layer norm):
+each is checked as an op (against NumPy, and against finite differences), and against the chain it
+replaces, kept below as its reference: same output, same gradients, number by number.
+"""
+import math
+
+import numpy as np
+
+import tinyattn.functional as F
+from tinyattn.tools.checklist.cases import FusedCase, OpCase
+
+
+def composed_gelu(x):
+    """F.gelu written with primitive ops (mul, add, tanh): the reference of the fused op."""
+    return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+
+def np_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def composed_layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """F.layer_norm written with primitive ops (mean, sub, mul, add, sqrt, div): the reference of
+    the fused op."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    normalized = centered / (variance + eps).sqrt()
+    if weight is not None:
+        normalized = normalized * weight
+    if bias is not None:
+        normalized = normalized + bias
+    return normalized
+
+
+def np_layer_norm(x, weight=1.0, bias=0.0, eps=1e-5):
+    centered = x - x.mean(axis=-1, keepdims=True)
+    return centered / np.sqrt((centered ** 2).mean(axis=-1, keepdims=True) + eps) * weight + bias
+
+
+OP_CASES = [
+    OpCase("gelu", F.gelu, np_gelu, ((3, 4),)),
+    OpCase("gelu, large inputs", lambda x: F.gelu(4.0 * x), lambda x: np_gelu(4.0 * x), ((2, 5),)),
+    OpCase("layer_norm", F.layer_norm, np_layer_norm, ((2, 3, 5), (5,), (5,))),
+    OpCase("layer_norm, no weight or bias", F.layer_norm, np_layer_norm, ((4, 6),)),
+    OpCase("layer_norm, rows of one", F.layer_norm, np_layer_norm, ((3, 1), (1,), (1,))),
+]
+
+FUSED_CASES = [
+    FusedCase("gelu = composed", F.gelu, composed_gelu, ((3, 4),)),
+    FusedCase("gelu = composed, large inputs", lambda x: F.gelu(4.0 * x),
+              lambda x: composed_gelu(4.0 * x), ((2, 5),)),
+    FusedCase("layer_norm = composed", F.layer_norm, composed_layer_norm, ((2, 3, 5), (5,), (5,))),
+    FusedCase("layer_norm = composed, no weight or bias", F.layer_norm, composed_layer_norm,
+              ((4, 6),)),
+    FusedCase("layer_norm = composed, eps=0.1, no bias", lambda x, w: F.layer_norm(x, w, eps=0.1),
+              lambda x, w: composed_layer_norm(x, w, eps=0.1), ((3, 4), (4,))),
+]
