@@ -10,8 +10,9 @@ draws one held-out example: each decoder layer's self-attention next to its cros
     python demos/09_cross_attention.py [output folder] [--quick]
 
 The picture is `cross_attention.png` in the output folder (when matplotlib is installed). The full
-run took 35 s on this 2-core machine with OPENBLAS_NUM_THREADS=1 (while other jobs shared it);
-`--quick` trains for 40 steps (a few seconds), enough to learn part of the task.
+run used 28-32 s of processor time with BLAS on one thread (roughly its run time on an idle
+machine); on a 2-core machine kept busy by other work (load 3-6) it took 40-63 s. `--quick` trains
+for 40 steps (a few seconds), enough to learn part of the task.
 
 The language pair. English-like sources, `[adjective] noun verb [adjective] noun`, each adjective
 there or not; targets in a made-up language with French-looking words, where every adjective
@@ -58,6 +59,20 @@ EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
 BATCH, HELD_OUT, LEARNING_RATE = 64, 500, 3e-3
 FULL = {"steps": 500, "eval_every": 50, "print_every": 100}
 QUICK = {"steps": 40, "eval_every": 20, "print_every": 20}
+HEADS = [f"L{layer + 1}H{head + 1}" for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
+SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")    # where a self-attention row looks
+
+README_ENTRY = """\
+9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
+   translation whose word order differs (adjectives after nouns, the verb last), so the alignment
+   crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of them
+   right to the end token ({per_word:.1%} of the words). The second layer's cross-attention heads
+   put their largest weight on the source word being translated for {cross_L2H1:.0%} and
+   {cross_L2H2:.0%} of the target words, the first layer's for {cross_L1H1:.0%} and
+   {cross_L1H2:.0%}. The heatmaps show each decoder layer's causal self-attention next to its
+   cross-attention, on one held-out sentence.
+
+   ![decoder self- and cross-attention per layer and head](docs/pictures/cross_attention.png)"""
 
 
 def sentence_pair(words):
@@ -140,19 +155,21 @@ def greedy_accuracy(model, batch):
 
 
 def where_heads_look(weights, alignment):
-    """Cross-attention: for each (layer, head), the share of target words whose largest weight is
-    on the source word they translate. Self-attention: the share of target queries whose largest
-    weight is on the start token, on the query's own position, on the one before, elsewhere."""
+    """Over the target words (the rows with an aligned source word), for each head "L1H1", ...:
+    cross[head], the share whose cross-attention puts its largest weight on the source word they
+    translate; self_[head][kind], the share whose self-attention puts it on the start token, on
+    the query's own position, on the one before, or elsewhere (the first of these that fits)."""
     aligned = alignment >= 0                                            # (B, T)
     T = alignment.shape[1]
     queries = np.arange(T)
-    kinds = {"start token": lambda top: top == 0, "itself": lambda top: top == queries,
+    kinds = {"start_token": lambda top: top == 0, "itself": lambda top: top == queries,
              "previous": lambda top: top == queries - 1}
     cross, self_ = {}, {}
     for layer, (self_weights, cross_weights) in enumerate(zip(weights["self"], weights["cross"])):
         for head in range(NUM_HEADS):
+            name = f"L{layer + 1}H{head + 1}"
             top_source = cross_weights[:, head].argmax(axis=-1)       # (B, T)
-            cross[(layer + 1, head + 1)] = float((top_source == alignment)[aligned].mean())
+            cross[name] = float((top_source == alignment)[aligned].mean())
             top_target = self_weights[:, head].argmax(axis=-1)        # (B, T)
             counted, shares = np.zeros(top_target.shape, dtype=bool), {}
             for kind, fits in kinds.items():
@@ -160,8 +177,21 @@ def where_heads_look(weights, alignment):
                 shares[kind] = float(hits.sum() / aligned.sum())
                 counted |= fits(top_target)
             shares["elsewhere"] = float((~counted & aligned).sum() / aligned.sum())
-            self_[(layer + 1, head + 1)] = shares
+            self_[name] = shares
     return cross, self_
+
+
+def mask_checks(weights, src_mask):
+    """What the masks promise, measured on the weights: the largest self-attention weight on a
+    later target position (causal mask), the largest cross-attention weight on source padding,
+    and the largest distance of a cross-attention row's sum from 1."""
+    padding = ~src_mask[:, None, None, :]                              # (B, 1, 1, S)
+    return {"largest_weight_on_a_later_word": max(float(np.triu(layer, k=1).max())
+                                                  for layer in weights["self"]),
+            "largest_weight_on_padding": max(float(np.where(padding, layer, 0.0).max())
+                                             for layer in weights["cross"]),
+            "largest_row_sum_error": max(float(np.abs(layer.sum(axis=-1) - 1).max())
+                                         for layer in weights["cross"])}
 
 
 def print_example(batch, example, written, example_cross):
@@ -187,10 +217,10 @@ def print_example(batch, example, written, example_cross):
 
 def describe(cross, self_, exact, per_word):
     best = max(cross, key=cross.get)
-    on_start = [shares["start token"] for shares in self_.values()]
+    on_start = [shares["start_token"] for shares in self_.values()]
     text = (f"Greedy translation of {HELD_OUT} held-out sentences: {exact:.1%} right to the end "
             f"token, {per_word:.1%} of words right at their position. While writing each target "
-            f"word, cross-attention head L{best[0]}H{best[1]} puts its largest weight on the "
+            f"word, cross-attention head {best} puts its largest weight on the "
             f"source word being translated {cross[best]:.0%} of the time"
             + (": it has learned the alignment, crossings included." if cross[best] >= 0.5 else
                "; no head follows the alignment closely.")
@@ -227,7 +257,7 @@ def plot(batch, example, example_self, example_cross, cross, path):
             axes.set_yticks(range(length), writing)
             axes.set(xlabel="key: source word",
                      title=f"layer {layer + 1}, head {head + 1}: cross-attention\n(largest on "
-                           f"the aligned word: {cross[(layer + 1, head + 1)]:.0%} held out)")
+                           f"the aligned word: {cross[f'L{layer + 1}H{head + 1}']:.0%} held out)")
     figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
     figure.suptitle("Decoder attention on one held-out sentence (rows: the word being written; "
                     "red circles: the source word it translates)")
@@ -253,6 +283,7 @@ def main(argv=None):
                            return_weights=True)
     weights = {kind: [layer.data for layer in layers] for kind, layers in weights.items()}
     cross, self_ = where_heads_look(weights, held_out["alignment"])
+    checks = mask_checks(weights, held_out["src_mask"])
     example = int(np.argmax(held_out["src_mask"].all(axis=1)))     # one with both adjectives
     example_self = [layer[example] for layer in weights["self"]]        # [(H, T, T)]
     example_cross = [layer[example] for layer in weights["cross"]]      # [(H, T, S)]
@@ -264,19 +295,29 @@ def main(argv=None):
     print_example(held_out, example, written[example], example_cross)
     print(f"\nOver the {HELD_OUT} held-out sentences (teacher-forced), where each head's largest "
           "weight falls, per target word:")
-    kinds = list(next(iter(self_.values())))
-    demo_tools.print_table(["layer", "head", "cross: on the aligned word"]
-                           + [f"self: {kind}" for kind in kinds],
-                           [[str(layer), str(head), f"{cross[(layer, head)]:.0%}"]
-                            + [f"{self_[(layer, head)][kind]:.0%}" for kind in kinds]
-                            for layer, head in cross])
+    demo_tools.print_table(["head", "cross: on the aligned word"]
+                           + [f"self: {kind.replace('_', ' ')}" for kind in SELF_KINDS],
+                           [[head, f"{cross[head]:.0%}"]
+                            + [f"{self_[head][kind]:.0%}" for kind in SELF_KINDS]
+                            for head in HEADS])
+    print("\n" + textwrap.fill(
+        "The masks, checked on these weights: the largest self-attention weight on a later "
+        f"target word is {checks['largest_weight_on_a_later_word']:.1e}, the largest "
+        f"cross-attention weight on source padding {checks['largest_weight_on_padding']:.1e}; "
+        f"cross-attention rows sum to 1 within {checks['largest_row_sum_error']:.1e}.", width=98))
     print("\n" + describe(cross, self_, exact, per_word) + "\n")
     picture = plot(held_out, example, example_self, example_cross, cross,
                    args.output / "cross_attention.png")
     if picture is not None:
         print(f"heatmaps: {picture}")
-    return {"curves": curves, "exact_match": exact, "per_word": per_word, "cross": cross,
-            "self": self_, "weights": weights, "held_out": held_out, "picture": picture}
+    numbers = {"held_out": HELD_OUT, "steps": settings["steps"], "exact_match": exact,
+               "per_word": per_word, "teacher_forced_per_word": curves["held_out_accuracy"][-1],
+               "held_out_loss_start": curves["held_out_loss"][0],
+               "held_out_loss": curves["held_out_loss"][-1], **checks}
+    numbers.update({f"cross_{head}": share for head, share in cross.items()})
+    numbers.update({f"self_{head}_{kind}": shares[kind] for head, shares in self_.items()
+                    for kind in SELF_KINDS})
+    return numbers
 
 
 if __name__ == "__main__":

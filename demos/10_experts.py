@@ -9,9 +9,10 @@ each expert takes at the end.
 
     python demos/10_experts.py [output folder] [--quick]
 
-The picture is `experts.png` in the output folder (when matplotlib is installed). The full run took
-64 s on this 2-core machine with OPENBLAS_NUM_THREADS=1 (while other jobs shared it); `--quick`
-trains for 20 steps (a few seconds).
+The picture is `experts.png` in the output folder (when matplotlib is installed). The full run
+used 36-45 s of processor time with BLAS on one thread (roughly its run time on an idle machine);
+on a 2-core machine kept busy by other work (load 3-6) it took 59-82 s. `--quick` trains for 20
+steps (a few seconds).
 
 The data: an endless stream of sentences from a small grammar, one token per word,
 
@@ -51,7 +52,19 @@ NUM_EXPERTS, TOP_K = 8, 2
 BALANCE_WEIGHTS = {"without balance loss": 0.0, "with balance loss": 0.01}
 BATCH, HELD_OUT, LEARNING_RATE = 32, 256, 3e-3
 FULL = {"steps": 600, "eval_every": 50, "print_every": 100}
-QUICK = {"steps": 20, "eval_every": 10, "print_every": 10}
+QUICK = {"steps": 20, "eval_every": 20, "print_every": 10}
+COLLAPSED = 0.01            # an expert left with less than 1% of the assignments has collapsed
+
+README_ENTRY = """\
+10. [`10_experts.py`](demos/10_experts.py) — a language model with {num_experts} feed-forward
+    experts (top {top_k}) trained twice from the same start, with and without the Switch balance
+    loss (weight {balance_weight}). Without it the busiest expert ends with {load_max_without:.1%}
+    of the assignments and the idlest with {load_min_without:.1%}; with it, {load_max_with:.1%} and
+    {load_min_with:.1%} (aux_loss {aux_loss_without:.3f} vs {aux_loss_with:.3f}, 1 being perfectly
+    balanced), for a held-out loss of {loss_without:.3f} vs {loss_with:.3f}. {collapse} Tables show
+    which words each expert takes.
+
+    ![loads per expert over training, loss curves, words per expert](docs/pictures/experts.png)"""
 
 
 def noun_phrase(random):
@@ -192,13 +205,17 @@ def top_words_table(counts, how_many=4):
                            + ["words it takes most of (share of their occurrences)"], rows)
 
 
+def final_loads(run):
+    """Each expert's load over the last tenth of the steps, (NUM_EXPERTS,)."""
+    return run["loads"][-max(1, len(run["loads"]) // 10):].mean(axis=0)
+
+
 def summary(runs):
     rows = []
     for name, run in runs.items():
-        last = run["loads"][-max(1, len(run["loads"]) // 10):].mean(axis=0)   # last tenth
+        last = final_loads(run)
         rows.append([name, f"{run['loss'][-1]:.3f}", f"{run['held_out_loss'][-1]:.3f}",
                      f"{run['aux_loss'][-1]:.3f}", f"{last.max():.1%}", f"{last.min():.1%}"])
-        run["final_loads"] = last
     demo_tools.print_table(["run", "final loss", "held-out loss", "aux_loss",
                             "busiest expert", "idlest expert"], rows)
 
@@ -209,28 +226,55 @@ def words_with_one_expert(counts, share=0.95):
     return int(((counts / np.maximum(occurrences, 1)).max(axis=0) >= share).sum())
 
 
-def describe(runs, counts):
+def collapse_note(collapsed_without, collapsed_with):
+    """One sentence on how many experts collapsed (ended below COLLAPSED of the assignments)."""
+    if collapsed_without == collapsed_with == 0:
+        return f"No expert collapsed (fell below {COLLAPSED:.0%} of the assignments) in either run."
+    return (f"Experts that collapsed (ended below {COLLAPSED:.0%} of the assignments): "
+            f"{collapsed_without} without the balance loss, {collapsed_with} with it.")
+
+
+def measurements(runs, counts):
+    """What the demo measured, as flat numbers: the loads at the start and over the last tenth of
+    the steps, the last aux loss, the held-out and last training loss, the words routed to one
+    expert, and the experts that collapsed, per run ("_without", "_with" the balance loss)."""
+    without = runs["without balance loss"]
+    start = without["loads"][0]                                        # the same in both runs
+    numbers = {"steps": len(without["loss"]), "num_experts": NUM_EXPERTS, "top_k": TOP_K,
+               "balance_weight": BALANCE_WEIGHTS["with balance loss"],
+               "start_load_max": float(start.max()), "start_load_min": float(start.min()),
+               "loss_start": without["held_out_loss"][0]}
+    for name, suffix in (("without balance loss", "without"), ("with balance loss", "with")):
+        run, last = runs[name], final_loads(runs[name])
+        numbers.update({f"load_max_{suffix}": float(last.max()),
+                        f"load_min_{suffix}": float(last.min()),
+                        f"aux_loss_{suffix}": run["aux_loss"][-1],
+                        f"loss_{suffix}": run["held_out_loss"][-1],
+                        f"train_loss_{suffix}": run["loss"][-1],
+                        f"words_to_one_expert_{suffix}": words_with_one_expert(counts[name]),
+                        f"collapsed_{suffix}": int((last < COLLAPSED).sum())})
+    numbers["collapse"] = collapse_note(numbers["collapsed_without"], numbers["collapsed_with"])
+    return numbers
+
+
+def describe(numbers):
     """A paragraph from the measured numbers."""
-    without, with_ = runs["without balance loss"], runs["with balance loss"]
-    start = without["loads"][0]
-    decided = {name: words_with_one_expert(counts[name]) for name in runs}
     text = (f"Before the first step the random router already shares the tokens unevenly: "
-            f"{start.max():.0%} to the busiest expert, {start.min():.0%} to the idlest (1/"
-            f"{NUM_EXPERTS} = {1 / NUM_EXPERTS:.1%} would be even). Trained on the language-model "
-            f"loss alone, the busiest expert ends with {without['final_loads'].max():.1%} of the "
-            f"assignments and the idlest with {without['final_loads'].min():.1%} (mean over the "
-            f"last tenth of the steps); with the balance loss, {with_['final_loads'].max():.1%} "
-            f"and {with_['final_loads'].min():.1%}. The aux loss ends at "
-            f"{without['aux_loss'][-1]:.3f} without and {with_['aux_loss'][-1]:.3f} with it (1 "
-            f"is perfectly balanced). The held-out language-model loss ends at "
-            f"{without['held_out_loss'][-1]:.3f} without and {with_['held_out_loss'][-1]:.3f} "
-            f"with the balance loss. How much the word alone decides its route (the router sees "
-            f"the word after attention, so its context too): {decided['without balance loss']} "
-            f"of the {len(WORDS)} words without and {decided['with balance loss']} with the "
-            "balance loss send at least 95% of their occurrences to one same expert. One seed, "
-            f"one learning rate ({LEARNING_RATE}), a tiny "
-            "model" + (": at this scale no expert was starved completely in either run."
-                       if min(run["final_loads"].min() for run in runs.values()) > 0.01 else "."))
+            f"{numbers['start_load_max']:.0%} to the busiest expert, "
+            f"{numbers['start_load_min']:.0%} to the idlest (1/{NUM_EXPERTS} = "
+            f"{1 / NUM_EXPERTS:.1%} would be even). Trained on the language-model loss alone, the "
+            f"busiest expert ends with {numbers['load_max_without']:.1%} of the assignments and "
+            f"the idlest with {numbers['load_min_without']:.1%} (mean over the last tenth of the "
+            f"steps); with the balance loss, {numbers['load_max_with']:.1%} and "
+            f"{numbers['load_min_with']:.1%}. The aux loss ends at "
+            f"{numbers['aux_loss_without']:.3f} without and {numbers['aux_loss_with']:.3f} with "
+            f"it (1 is perfectly balanced). The held-out language-model loss ends at "
+            f"{numbers['loss_without']:.3f} without and {numbers['loss_with']:.3f} with the "
+            f"balance loss. How much the word alone decides its route (the router sees the word "
+            f"after attention, so its context too): {numbers['words_to_one_expert_without']} of "
+            f"the {len(WORDS)} words without and {numbers['words_to_one_expert_with']} with the "
+            "balance loss send at least 95% of their occurrences to one same expert. "
+            f"{numbers['collapse']} One seed, one learning rate ({LEARNING_RATE}), a tiny model.")
     return textwrap.fill(text, width=98)
 
 
@@ -296,13 +340,12 @@ def main(argv=None):
         print(f"\nWhich words each expert takes, {name} (the {HELD_OUT} held-out rows; each "
               f"occurrence of a word goes to {TOP_K} experts):")
         top_words_table(counts[name])
-    print("\n" + describe(runs, counts) + "\n")
+    numbers = measurements(runs, counts)
+    print("\n" + describe(numbers) + "\n")
     picture = plot(runs, counts, args.output / "experts.png")
     if picture is not None:
         print(f"loads, losses and word shares: {picture}")
-    for run in runs.values():
-        del run["model"]
-    return {"runs": runs, "counts": counts, "picture": picture}
+    return numbers
 
 
 if __name__ == "__main__":

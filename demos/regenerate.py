@@ -1,6 +1,6 @@
 """Rerun the demos and rewrite what the README shows of them: pictures, numbers and the demo list.
 
-    python demos/regenerate.py             # every demo in full: 1.5-2 min on a busy 2-core machine
+    python demos/regenerate.py             # every demo in full: 2.5 min on a busy 2-core machine
     python demos/regenerate.py 04 05       # only these; the others keep their recorded numbers
 
 Each numbered demo (`demos/NN_name.py`) runs in full in a Python process of its own, with BLAS on
