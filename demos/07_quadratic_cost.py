@@ -35,13 +35,6 @@ thread. `--quick` measures L = 256 ... 2048, one timed round each, with a budget
 that the skip shows there too (a few seconds). The full run took 200 s here, 105 s of processor
 time (a 2-core machine shared with other jobs).
 """
-import os
-
-if __name__ == "__main__":
-    # BLAS on one thread, as the timings were measured: this must be set before NumPy loads BLAS.
-    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(variable, "1")
-
 import statistics
 import textwrap
 import time
@@ -274,9 +267,10 @@ def main(argv=None):
     settings = QUICK if args.quick else FULL
     lengths, budget = settings["lengths"], settings["budget"]
     start, processor_start = time.perf_counter(), time.process_time()
+    blas_threads = demo_tools.blas_threads()
     print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at\nL = "
           f"{', '.join(f'{length:,}' for length in lengths)} (BLAS threads: "
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'not limited')}; memory budget for plain "
+          f"{'unknown' if blas_threads is None else blas_threads}; memory budget for plain "
           f"SDPA: {size(budget)}):\n", flush=True)
     costs = measure_costs(lengths, budget, args.quick)
     print_costs(costs, budget)
@@ -319,7 +313,7 @@ def main(argv=None):
         "sliding_first_window_max_difference": compared["sliding"]["first_window"],
         "weight_outside_window_mean": float(outside[WINDOW:].mean()),
         "weight_outside_window_last": float(outside[-1]),
-        "seconds": seconds, "processor_seconds": processor_seconds,
+        "seconds": seconds, "processor_seconds": processor_seconds, "blas_threads": blas_threads,
     }
     for name in RUNS:
         numbers[f"slope_time_{name}"] = slope(costs, name, median_time)

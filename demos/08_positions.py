@@ -45,8 +45,22 @@ EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 4, 2
 BATCH, LEARNING_RATE = 32, 3e-3
 HELD_OUT, QUICK_HELD_OUT = 256, 64          # held-out sequences, of each length
 TEST_LENGTHS = (2 * LENGTH, 4 * LENGTH)
+LEARNED = 0.9              # held-out accuracy that counts as learned: overall, and per position
 FULL = {"steps": 600, "eval_every": 50, "print_every": 100}
 QUICK = {"steps": 40, "eval_every": 20, "print_every": 40}
+
+README_ENTRY = """\
+8. [`08_positions.py`](demos/08_positions.py) — without positions a layer is
+   permutation-equivariant (gap {equivariance_gap_none:.0e}), and one causal layer sees only the
+   multiset of earlier tokens ({multiset_gap_none_1_layer:.0e}; with two layers the causal mask
+   leaks order: {multiset_gap_none_2_layers:.0e}). Naming the token {shift} places back, held-out
+   accuracy after {steps} steps: sinusoidal {accuracy_sinusoidal:.0%}, learned
+   {accuracy_learned:.0%}, rope {accuracy_rope:.0%}, none {accuracy_none:.0%}, alibi
+   {accuracy_alibi:.0%}. {extrapolation_sentence} {alibi_sentence}
+
+   ![held-out accuracy per encoding](docs/pictures/positions_accuracy.png)
+
+   ![accuracy at each position, tested longer](docs/pictures/positions_extrapolation.png)"""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -122,15 +136,19 @@ def correct_by_position(model, size, length):
     return predictions == targets
 
 
-def reach(by_position, level=0.9):
+def reach(by_position, level=LEARNED):
     """The last position up to which every answered position had accuracy >= level (None if the
     first one did not)."""
     below = np.flatnonzero(by_position < level)
     last = len(by_position) if len(below) == 0 else below[0]
-    return SHIFT + last - 1 if last > 0 else None
+    return int(SHIFT + last - 1) if last > 0 else None
 
 
 def train_each_encoding(settings, held_out_size):
+    """One model per encoding trained on the same batches: {encoding: the curves
+    demo_tools.train returns, with "beyond" ({test length: accuracy on the positions past
+    LENGTH}), "by_position" (the accuracy at each answered position of the longest test length)
+    and "reach" (how far that stays at LEARNED or more)}."""
     held_out = shift_batch(np.random.default_rng(SEED + 1), held_out_size)   # never trained on
     runs = {}
     for encoding in ENCODINGS:
@@ -192,8 +210,14 @@ def print_part_c(runs):
     demo_tools.print_table(["encoding", f"length {LENGTH} (trained)",
                             f"length {first}: positions {LENGTH}-{first - 1}",
                             f"length {second}: positions {LENGTH}-{second - 1}",
-                            ">= 90% up to position"], rows)
+                            f">= {LEARNED:.0%} up to position"], rows)
     print("\n" + textwrap.fill(extrapolation_words(runs), width=98) + "\n")
+
+
+def learned_the_task(runs):
+    """The encodings whose held-out accuracy at the trained length reached LEARNED."""
+    return [encoding for encoding, run in runs.items()
+            if run["held_out_accuracy"][-1] >= LEARNED]
 
 
 def held_up(run, length):
@@ -207,10 +231,10 @@ def held_up(run, length):
 def extrapolation_words(runs):
     """What the extrapolation table shows, and how it compares with the ALiBi paper's claim."""
     first, second = TEST_LENGTHS
-    learned = [e for e, run in runs.items() if run["held_out_accuracy"][-1] >= 0.9]
+    learned = learned_the_task(runs)
     parts = [f"{encoding} from {run['held_out_accuracy'][-1]:.0%} to {run['beyond'][first]:.0%} "
              f"({held_up(run, first)}) and {run['beyond'][second]:.0%} ({held_up(run, second)}), "
-             f"90% or more up to position {run['reach']}"
+             f"{LEARNED:.0%} or more up to position {run['reach']}"
              for encoding, run in runs.items() if encoding in learned and run["reach"]]
     alibi = runs["alibi"]
     steepest = F.alibi_slopes(NUM_HEADS).max()
@@ -229,7 +253,8 @@ def extrapolation_words(runs):
         f"paper's claim. Its penalty is gentle at {NUM_HEADS} heads: the steepest slope is "
         f"{steepest:g}, so a key one position further gets {np.exp(-steepest):.0%} of the weight "
         "of an equal key one position nearer: the bias alone cannot point at one exact distance. ")
-    return (f"{listed(learned) or 'No encoding'} reached 90% or more at the trained length. "
+    return (f"{listed(learned) or 'No encoding'} reached {LEARNED:.0%} or more at the trained "
+            "length. "
             + (f"From there to the new positions at {first} and {second} tokens: "
                f"{'; '.join(parts)}. " if parts else "")
             + "The ALiBi paper (Press et al. 2022) reports that ALiBi, trained on short inputs, "
@@ -242,6 +267,61 @@ def extrapolation_words(runs):
 
 def listed(words):
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def extrapolation_sentence(runs):
+    """The README's sentence on extrapolation: each encoding that learned the task, best first,
+    with its accuracy on the new positions at each test length and how far it stayed at LEARNED."""
+    first, second = TEST_LENGTHS
+    learned = sorted(learned_the_task(runs),
+                     key=lambda encoding: [-runs[encoding]["beyond"][n] for n in TEST_LENGTHS])
+    if not learned:
+        return (f"No encoding reached {LEARNED:.0%} at the trained length {LENGTH}, so the tests "
+                f"on {first} and {second} tokens say nothing of extrapolation.")
+    scores = []
+    for i, encoding in enumerate(learned):
+        run = runs[encoding]
+        reach = (f"under {LEARNED:.0%} already at position {SHIFT}" if run["reach"] is None else
+                 f"≥{LEARNED:.0%} up to position {run['reach']}" if i == 0 else
+                 f"up to {run['reach']}")
+        scores.append(f"{encoding} {run['beyond'][first]:.0%} / {run['beyond'][second]:.0%} "
+                      f"({reach})")
+    return (f"Trained on {LENGTH} tokens and tested on {first} / {second}, the encodings that "
+            f"learned it score on the new positions: {', '.join(scores)}.")
+
+
+def alibi_sentence(runs):
+    """The README's sentence on ALiBi: whether this run tests its paper's claim."""
+    alibi = runs["alibi"]
+    if "alibi" not in learned_the_task(runs):
+        return ("ALiBi did not learn this task, so the run does not test its paper's claim that "
+                "it extrapolates to longer inputs; the demo says why.")
+    first, second = TEST_LENGTHS
+    return (f"ALiBi learned this task, so the run tests its paper's claim that it extrapolates "
+            f"to longer inputs: its accuracy on the new positions {held_up(alibi, first)} at "
+            f"{first} tokens and {held_up(alibi, second)} at {second}.")
+
+
+def flat_numbers(equivariance, multiset, runs):
+    """What main returns: the measured numbers under flat names (`accuracy_rope`,
+    `new_positions_accuracy_rope_64`, ...), and the README's sentences chosen from them."""
+    some_run = runs[ENCODINGS[0]]
+    numbers = {"shift": SHIFT, "trained_length": LENGTH, "steps": len(some_run["train_loss"]),
+               "dtype": some_run["dtype"]}
+    for encoding in ENCODINGS:
+        run = runs[encoding]
+        numbers[f"equivariance_gap_{encoding}"] = equivariance[encoding]
+        numbers[f"multiset_gap_{encoding}_1_layer"] = multiset[encoding, 1]
+        numbers[f"multiset_gap_{encoding}_2_layers"] = multiset[encoding, 2]
+        numbers[f"accuracy_{encoding}"] = run["held_out_accuracy"][-1]
+        numbers[f"loss_{encoding}"] = run["held_out_loss"][-1]
+        numbers[f"training_seconds_{encoding}"] = run["seconds"]
+        for length in TEST_LENGTHS:
+            numbers[f"new_positions_accuracy_{encoding}_{length}"] = run["beyond"][length]
+        numbers[f"reach_{encoding}"] = run["reach"]
+    numbers["extrapolation_sentence"] = extrapolation_sentence(runs)
+    numbers["alibi_sentence"] = alibi_sentence(runs)
+    return numbers
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,8 +380,8 @@ def main(argv=None):
         print(f"picture: {picture}")
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     print(f"\n{seconds:.0f} s in all ({cpu_seconds:.0f} s of CPU time).")
-    return {"equivariance": equivariance, "multiset": multiset, "runs": runs,
-            "pictures": pictures, "seconds": seconds}
+    return dict(flat_numbers(equivariance, multiset, runs), seconds=seconds,
+                processor_seconds=cpu_seconds)
 
 
 if __name__ == "__main__":

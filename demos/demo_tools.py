@@ -55,6 +55,16 @@ def one_blas_thread():
     threadpool_limits(1, user_api="blas")
 
 
+def blas_threads():
+    """How many threads BLAS may use now, as threadpoolctl reports it (None without it)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"),
+               default=None)
+
+
 def pyplot():
     """matplotlib.pyplot drawing to files, or None (with a note) when matplotlib is missing."""
     try:

@@ -2,44 +2,27 @@
 only: tracemalloc counts the same bytes on every run, while times move with the machine's load)."""
 import importlib
 import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
-
-RUN_QUICK = ("import importlib, json, sys; "
-             "demo = importlib.import_module('07_quadratic_cost'); "
-             "open(sys.argv[2], 'w').write(json.dumps(demo.main([sys.argv[1], '--quick'])))")
+demo = importlib.import_module("07_quadratic_cost")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    """The demo, its quick run's numbers and folder. The run has a process of its own with BLAS on
-    one thread, as the demo runs from the command line: this process's BLAS may use several
-    threads, which wait for each other on a busy machine and slow the demo's (L, L) products down
-    many times over."""
+    """The quick run's numbers and output folder."""
     folder = tmp_path_factory.mktemp("quadratic_cost")
-    numbers = folder / "numbers.json"
-    path = os.pathsep.join([str(DEMOS.parent), os.environ.get("PYTHONPATH", "")])
-    finished = subprocess.run([sys.executable, "-c", RUN_QUICK, str(folder), str(numbers)],
-                              cwd=DEMOS, capture_output=True, text=True,
-                              env=dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=path))
-    assert finished.returncode == 0, finished.stderr
-    return importlib.import_module("07_quadratic_cost"), json.loads(numbers.read_text()), folder
+    return demo.main([str(folder), "--quick"]), folder
 
 
 def test_flash_computes_what_plain_attention_computes(quick_run):
-    _, numbers, _ = quick_run
+    numbers, _ = quick_run
     assert numbers["flash_max_difference"] < 1e-12
     assert numbers["flash_relative_error"] < 1e-12
 
 
 def test_sliding_window_and_linear_attention_compute_other_functions(quick_run):
-    _, numbers, _ = quick_run
+    numbers, _ = quick_run
     assert numbers["sliding_first_window_max_difference"] < 1e-12   # the window holds every key
     assert numbers["sliding_relative_error"] > 0.1
     assert numbers["linear_relative_error"] > 0.1
@@ -47,7 +30,7 @@ def test_sliding_window_and_linear_attention_compute_other_functions(quick_run):
 
 
 def test_plain_memory_grows_quadratically_the_others_linearly(quick_run):
-    _, numbers, _ = quick_run
+    numbers, _ = quick_run
     assert 1.7 < numbers["slope_memory_plain"] < 2.1
     for name in ("flash", "sliding", "linear"):
         assert numbers[f"slope_memory_{name}"] < 1.1
@@ -56,7 +39,7 @@ def test_plain_memory_grows_quadratically_the_others_linearly(quick_run):
 
 
 def test_plain_attention_is_skipped_past_the_budget_and_the_table_says_so(quick_run, capsys):
-    demo, numbers, _ = quick_run
+    numbers, _ = quick_run
     assert numbers["plain_skipped_from"] == numbers["largest_length"]
     assert numbers["plain_predicted_gib"] > numbers["budget_gib"] > numbers["plain_peak_gib"]
     assert numbers["peak_mib_plain"][-1] is None and None not in numbers["peak_mib_flash"]
@@ -70,15 +53,22 @@ def test_plain_attention_is_skipped_past_the_budget_and_the_table_says_so(quick_
 
 
 def test_readme_entry_is_filled_from_the_numbers(quick_run):
-    demo, numbers, _ = quick_run
+    numbers, _ = quick_run
+    assert json.loads(json.dumps(numbers)) == numbers            # what regenerate records
     entry = demo.README_ENTRY.format(**numbers)
     assert entry.startswith("7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — ")
     assert "docs/pictures/quadratic_cost.png" in entry
     assert "docs/pictures/attention_patterns.png" in entry
 
 
+def test_blas_ran_on_one_thread(quick_run):
+    pytest.importorskip("threadpoolctl")          # without it, the demo cannot tell
+    numbers, _ = quick_run
+    assert numbers["blas_threads"] == 1
+
+
 def test_pictures_are_written(quick_run):
     pytest.importorskip("matplotlib")
-    _, _, folder = quick_run
+    _, folder = quick_run
     for name in ("quadratic_cost.png", "attention_patterns.png"):
         assert (folder / name).stat().st_size > 10_000
