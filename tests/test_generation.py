@@ -85,7 +85,7 @@ def test_generate_records_no_graph_and_accepts_a_tensor():
     out = model.generate(ta.tensor([[1, 2, 3]]), 3)
     assert isinstance(out, np.ndarray) and out.shape == (1, 6)
     assert len(calls) == 3 and not any(logits.requires_grad for _, logits in calls)
-    assert engine._grad_enabled
+    assert engine.switches.grad_enabled
     np.testing.assert_array_equal(model.generate(np.array([[1, 2]]), 0), [[1, 2]])
 
 

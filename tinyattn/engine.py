@@ -16,21 +16,18 @@ op's class is looked up when the operator runs, never earlier.
 
 The sweep visits nodes newest first. A node is always created after its inputs, so by the time it
 is visited every op that used its output has already sent it a gradient, and those gradients have
-been summed. That order needs no recursion, so a chain of 100,000 ops backpropagates as easily as a
+been summed. That order needs no recursion, so a chain of 20,000 ops backpropagates as easily as a
 chain of three. Two rules are applied in the sweep, once, so that no op has to repeat them:
   * `unbroadcast`: an input that NumPy broadcast gets its gradient summed back to its own shape;
   * a leaf's gradient accumulates (`+=`) across backward calls until it is cleared.
 """
-import functools
+import contextlib
 import heapq
 import itertools
 import weakref
 
 import numpy as np
 
-# Two switches, each flipped for the length of a `with` block by the context managers at the end.
-_grad_enabled = True     # False under `no_grad()`: ops record no graph
-_retain_grads = False    # True under `retain_grads()`: every op output keeps its .grad
 _node_counter = itertools.count()
 
 
@@ -59,9 +56,8 @@ class Function:
     keeps them, so it can take part in another backward pass, as in PyTorch.
     """
 
-    saved = ()           # what forward kept for backward
+    saved = ()           # what forward kept for backward; None once a backward released it
     saves_arrays = True  # False for an op whose `saved` holds only shapes, axes and such
-    released = False     # True once a backward pass has dropped `saved`
     check = None         # an op may define check(*arrays, **params): it raises on bad input
     output = None        # the output tensor, only when it retains its gradient
 
@@ -97,12 +93,12 @@ class Function:
             data = np.asarray(data)
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name, out._node = data, None, None, None
-        if _grad_enabled and any(parents):   # some input requires grad (has a node)
+        if switches.grad_enabled and any(parents):   # some input requires grad (has a node)
             node.parents = parents
             node.shape = data.shape
             node.order = next(_node_counter)
             out._node = node
-            if _retain_grads:
+            if switches.retain_grads:
                 node.output = out
         return out
 
@@ -159,7 +155,7 @@ def backward_sweep(root, seed, retain_graph=False):
             if leaf is not None:
                 _accumulate(leaf, grad)
             continue
-        if node.released:
+        if node.saved is None:
             raise RuntimeError(f"backward: the {node.name} node's saved arrays were released by an "
                                "earlier backward; pass retain_graph=True to backward twice")
         if node.output is not None:
@@ -176,7 +172,7 @@ def backward_sweep(root, seed, retain_graph=False):
             else:
                 pending[parent] = summed + parent_grad
         if node.saved and node.saves_arrays and not retain_graph:
-            node.saved, node.released = None, True
+            node.saved = None
 
 
 def _accumulate(tensor, grad):
@@ -487,42 +483,37 @@ def _as_operand(value, op):
 # ------------------------------------------------------------------------------------------------
 # The two switches
 
-class _Switch:
-    """Sets one of this module's switches for the length of a `with` block (or of a call, used as
-    a decorator), then puts back what was there before."""
+class switches:
+    """How ops behave, switched for the length of a `with` block by the two functions below."""
 
-    switch, value = None, None
-
-    def __enter__(self):
-        self.previous = globals()[self.switch]
-        globals()[self.switch] = self.value
-
-    def __exit__(self, *exc_info):
-        globals()[self.switch] = self.previous
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def switched(*args, **kwargs):
-            with type(self)():
-                return fn(*args, **kwargs)
-        return switched
+    grad_enabled = True     # False under `no_grad()`: ops record no graph
+    retain_grads = False    # True under `retain_grads()`: every op output keeps its .grad
 
 
-class no_grad(_Switch):
-    """Context manager (and decorator) under which no graph is recorded: ops return constants."""
+@contextlib.contextmanager
+def _switched(name, value):
+    previous = getattr(switches, name)
+    setattr(switches, name, value)
+    try:
+        yield
+    finally:
+        setattr(switches, name, previous)
 
-    switch, value = "_grad_enabled", False
+
+def no_grad():
+    """A context manager (or, as `@no_grad()`, a decorator) under which no graph is recorded: ops
+    return constants."""
+    return _switched("grad_enabled", False)
 
 
-class retain_grads(_Switch):
-    """Context manager: every tensor an op creates inside it keeps `.grad` after backward.
+def retain_grads():
+    """A context manager: every tensor an op creates inside it keeps `.grad` after backward.
 
     Normally only leaves keep their gradient (as in PyTorch). Inside this block each op output
     behaves as if `retain_grad()` had been called on it, which lets `tinyattn.viz.draw_graph` show
     the gradient norm of every op.
     """
-
-    switch, value = "_retain_grads", True
+    return _switched("retain_grads", True)
 
 
 from tinyattn import ops  # noqa: E402  (the one cycle: see the top of this file)
