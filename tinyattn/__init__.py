@@ -16,7 +16,7 @@ __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
 
 
 def __getattr__(name):
-    """`ta.viz` on first use: drawing needs the graphviz package, the rest of tinyattn NumPy only."""
+    """`ta.viz`, imported on first use: drawing needs the graphviz package, the rest only NumPy."""
     if name == "viz":
         import tinyattn.viz
         return tinyattn.viz

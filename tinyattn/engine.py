@@ -139,7 +139,8 @@ def unbroadcast(grad, shape):
     if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
         raise RuntimeError(f"backward produced a gradient of shape {grad.shape} "
                            f"for an input of shape {shape}")
-    stretched = tuple(added + i for i, n in enumerate(shape) if n == 1 and grad.shape[added + i] != 1)
+    stretched = tuple(added + i for i, n in enumerate(shape)
+                      if n == 1 and grad.shape[added + i] != 1)
     return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
 
 
@@ -225,7 +226,7 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        """True for tensors not made by an op: constants, and tensors the user asked gradients for."""
+        """True for tensors not made by an op: constants, and the tensors gradients are for."""
         return self._node is None or isinstance(self._node, Leaf)
 
     def backward(self, grad=None, retain_graph=False):
@@ -335,7 +336,8 @@ class Tensor:
 
     def transpose(self, *axes):
         """The axes permuted (out.shape[i] = self.shape[axes[i]]); no axes: all axes reversed."""
-        return ops.Transpose.apply(self, axes=ops.unpacked(axes) or tuple(reversed(range(self.ndim))))
+        axes = ops.unpacked(axes) or tuple(reversed(range(self.ndim)))
+        return ops.Transpose.apply(self, axes=axes)
 
     def swapaxes(self, axis1, axis2):
         return ops.Transpose.apply(self, axes=ops.swapped_axes(self.ndim, axis1, axis2, "swapaxes"))

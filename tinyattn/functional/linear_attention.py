@@ -32,8 +32,8 @@ through a causal C x C matrix. For chunk c, with Q_c, K_c, V_c its C rows:
     out_c = (phi(Q_c) S_c + A_c V_c) / (phi(Q_c) z_c + A_c 1 + eps)
 
 All chunks are computed at once, as one batch of matrix products; the states are a cumsum over the
-chunks (`Tensor.cumsum`). The largest arrays are the states, (L / C, E, Ev), and the weights within the chunks,
-(L / C, C, C): nothing of size (L, E, Ev) or (L, L). With C = 1 and the state carried from one
+chunks (`Tensor.cumsum`). The largest arrays are the states, (L / C, E, Ev), and the weights
+within the chunks, (L / C, C, C): nothing of size (L, E, Ev) or (L, L). With C = 1 and the state carried from one
 token to the next, this is an RNN whose state does not grow: `linear_attention_step`, which is how
 a linear transformer generates.
 """

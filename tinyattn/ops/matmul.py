@@ -29,19 +29,20 @@ class Matmul(Function):
 
     def backward(self, grad):
         a, b = self.saved
-        if b.ndim == 1:
+        a_is_vector, b_is_vector = a.ndim == 1, b.ndim == 1
+        if b_is_vector:
             b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)   # b (k, 1), grad (..., m, 1)
-        if a.ndim == 1:
+        if a_is_vector:
             a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)   # a (1, k), grad (..., 1, n)
         shared_b = b.ndim == 2 and a.ndim > 2
         grad_a = grad_b = None
         if self.needs_grad(0):
             grad_a = rows_times_matrix(grad, b.T) if shared_b else grad @ b.swapaxes(-1, -2)
-            if self.saved[0].ndim == 1:
+            if a_is_vector:
                 grad_a = grad_a[..., 0, :]
         if self.needs_grad(1):
             grad_b = as_rows(a).T @ as_rows(grad) if shared_b else a.swapaxes(-1, -2) @ grad
-            if self.saved[1].ndim == 1:
+            if b_is_vector:
                 grad_b = grad_b[..., 0]
         return grad_a, grad_b
 

@@ -30,7 +30,10 @@ class Sum(Function):
 
 
 class Mean(Function):
-    """out = sum of a over `axes` / n, n = number of elements summed.    dL/da = grad / n, broadcast"""
+    """out = sum of a over `axes` / n, n the number of elements summed.
+
+    dL/da = grad / n, broadcast back over the summed axes
+    """
 
     saves_arrays = False
 

@@ -76,7 +76,10 @@ class Index(Function):
 
 
 class Concatenate(Function):
-    """out = the inputs joined along `axis`.    dL/d(input k) = the slice of grad where input k went"""
+    """out = the inputs joined along `axis`.
+
+    dL/d(input k) = the slice of grad where input k went
+    """
 
     saves_arrays = False
 
@@ -93,12 +96,14 @@ class Concatenate(Function):
     def check(self, *arrays, axis):
         first = arrays[0]
         check_axes((axis,), first.ndim, f"axis {axis}")
+        axis %= first.ndim
+
+        def without_axis(shape):
+            return shape[:axis] + shape[axis + 1:]
         for other in arrays[1:]:
-            if other.ndim != first.ndim or any(m != n for i, (m, n) in
-                                               enumerate(zip(first.shape, other.shape))
-                                               if i != axis % first.ndim):
+            if other.ndim != first.ndim or without_axis(other.shape) != without_axis(first.shape):
                 raise ValueError(f"shapes {first.shape} and {other.shape} differ outside "
-                                 f"axis {axis % first.ndim}")
+                                 f"axis {axis}")
 
 
 def concatenate(tensors, axis=0):

@@ -1,12 +1,13 @@
-"""The command line: `python -m tinyattn check` (gradients) and `python -m tinyattn bench` (speed)."""
+"""The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed)."""
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
 
 commands:
   check   run the gradient checks of every op and layer and print a table
-  bench   what the engine costs over hand-written NumPy (and PyTorch, if installed);
-          parts 1 (per-op cost), 2 (attention), 3 (a training step): `bench 3` runs one
+  bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
+          1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
+          5 generation with and without the cache; `bench 3 5` runs only those parts
 """
 
 

@@ -5,8 +5,8 @@ Each part runs the computations it compares interleaved (A B C A B C ...), so th
 neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
 with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
 to be installed; part 4 flash, sliding-window and linear attention against plain attention; part
-5 generation with and without the cache. What is reported is the median over rounds of the per-round ratio, never a lone
-absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
+5 generation with and without the cache. What is reported is the median over rounds of the
+per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
 spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op

@@ -16,7 +16,7 @@ Before timing, each variant is checked at a small length against what it must eq
 against plain causal SDPA, the sliding window against SDPA with the band as its mask, causal
 linear attention against itself in one chunk (the causal L x L form, no running state).
 
-`bench_long` is part 3 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
+`bench_long` is part 4 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
 several lengths, which is where the figures in `tinyattn.ops.FlashAttention`'s docstring come from:
 
     OPENBLAS_NUM_THREADS=1 python -c \
