@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tinyattn.nn as nn
-from tinyattn import optim
+from tinyattn import engine, optim
 
 
 def parameter_with_grad(value, grad, dtype=np.float64):
@@ -110,6 +110,34 @@ def test_clip_grad_norm_keeps_float32():
     assert optim.clip_grad_norm([p], max_norm=0.5) == pytest.approx(20.0)
     assert p.grad is grad and p.grad.dtype == np.float32                  # scaled in place
     np.testing.assert_allclose(np.linalg.norm(p.grad), 0.5, rtol=1e-6)
+
+
+def test_clip_grad_norm_takes_a_single_tensor_as_pytorch_does():
+    p = parameter_with_grad(np.zeros((2, 3)), np.full((2, 3), 10.0))
+    first_probe = next(engine._node_counter)
+    assert optim.clip_grad_norm(p, max_norm=1.0) == pytest.approx(math.sqrt(600.0))
+    np.testing.assert_allclose(np.linalg.norm(p.grad), 1.0, rtol=1e-6)   # clipped, as a whole
+    assert next(engine._node_counter) == first_probe + 1     # no indexing node: rows not iterated
+
+
+@pytest.mark.parametrize("kind", ["SGD", "Adam", "AdamW"])
+def test_an_optimizer_refuses_a_single_tensor(kind):
+    """Iterating over a tensor gives its rows, new tensors that no step would reach the
+    parameter through: PyTorch refuses it, and so does tinyattn, naming the optimizer."""
+    p = parameter_with_grad(np.zeros((2, 3)), np.ones((2, 3)))
+    first_probe = next(engine._node_counter)
+    with pytest.raises(TypeError, match=rf"^{kind}: params must be an iterable of tensors, got a "
+                                        r"single Tensor of shape \(2, 3\)"):
+        getattr(optim, kind)(p, lr=0.1)
+    assert next(engine._node_counter) == first_probe + 1
+
+
+def test_adamw_decays_only_the_parameters_that_take_a_step():
+    stepping, idle = parameter_with_grad([2.0], [0.0]), nn.Parameter(np.array([2.0]))
+    adamw = optim.AdamW([stepping, idle], lr=0.1, weight_decay=0.5)
+    adamw.step()        # a zero gradient: Adam's step is 0, the decay alone moves the weight
+    np.testing.assert_allclose(stepping.data, [2.0 * (1 - 0.1 * 0.5)], rtol=1e-15)
+    assert idle.data[0] == 2.0 and adamw.gradient(stepping) is stepping.grad
 
 
 def test_warmup_cosine_lr():

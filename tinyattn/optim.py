@@ -12,6 +12,10 @@ from tinyattn.engine import Tensor
 
 
 class Optimizer:
+    """What the optimizers share: the parameters, the learning rate `lr`, `zero_grad`, and the
+    gradient a step follows. Each keeps its per-parameter state in dicts keyed by the parameter's
+    index, filled at the parameter's first step."""
+
     def __init__(self, params, lr):
         self.params = check_parameters(type(self).__name__, params)
         self.lr = check_number(type(self).__name__, "lr", lr, low=0)
@@ -20,10 +24,27 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
-    def apply_weight_decay(self, p):
+    def gradient(self, p):
         """The gradient to follow. Weight decay as L2 regularisation (PyTorch's SGD and Adam) adds
         weight_decay * p to the gradient, the derivative of weight_decay / 2 * |p|^2."""
         return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+
+
+def check_parameters(op, params):
+    """The door for the parameters of an optimizer (or of clip_grad_norm): an iterable of tensors
+    that require grad, not empty, none twice; returned as a list. A single tensor is refused, as
+    in PyTorch: iterating over it would give its rows."""
+    if isinstance(params, Tensor):
+        raise TypeError(f"{op}: params must be an iterable of tensors, got a single Tensor of "
+                        f"shape {params.shape}; pass [tensor]")
+    params = list(params)
+    if not params:
+        raise ValueError(f"{op}: got an empty list of parameters")
+    if not all(isinstance(p, Tensor) and p.requires_grad for p in params):
+        raise TypeError(f"{op}: every parameter must be a Tensor that requires grad")
+    if len({id(p) for p in params}) != len(params):
+        raise ValueError(f"{op}: a parameter appears twice in the list")
+    return params
 
 
 class SGD(Optimizer):
@@ -34,20 +55,19 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
-        self.momentum, self.weight_decay = check_numbers("SGD", low=0, momentum=momentum,
+        self.momentum, self.weight_decay = check_numbers(type(self).__name__, low=0,
+                                                         momentum=momentum,
                                                          weight_decay=weight_decay)
-        self.velocity = [None] * len(self.params)
+        self.velocity = {}          # per parameter, from its first step: v (the first v is grad)
 
     def step(self):
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            grad = self.apply_weight_decay(p)
+            grad = self.gradient(p)
             if self.momentum:
-                if self.velocity[i] is None:
-                    self.velocity[i] = np.array(grad)
-                else:
-                    self.velocity[i] = self.momentum * self.velocity[i] + grad
+                self.velocity[i] = (self.momentum * self.velocity[i] + grad if i in self.velocity
+                                    else np.array(grad))
                 grad = self.velocity[i]
             p.data -= self.lr * grad
 
@@ -81,12 +101,23 @@ class Adam(Optimizer):
             m, v = self.m[i], self.v[i]
             correction1 = 1.0 - self.beta1 ** self.steps[i]
             correction2 = 1.0 - self.beta2 ** self.steps[i]
-            grad = self.apply_weight_decay(p)
+            grad = self.gradient(p)
             m *= self.beta1
             m += (1.0 - self.beta1) * grad
             v *= self.beta2
             v += (1.0 - self.beta2) * grad * grad
             p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+
+
+def check_betas(op, betas):
+    """The door for Adam's `betas`: a pair (beta1, beta2) of numbers in [0, 1), the decay rates of
+    its moving averages (1 would never forget). Returns them as Python floats."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"{op}: betas must be a pair (beta1, beta2), got {betas!r}")
+    beta1, beta2 = check_numbers(op, low=0, beta1=betas[0], beta2=betas[1])
+    if not (beta1 < 1.0 and beta2 < 1.0):
+        raise ValueError(f"{op}: needs 0 <= betas < 1, got betas={betas}")
+    return beta1, beta2
 
 
 class AdamW(Adam):
@@ -102,10 +133,14 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         super().__init__(params, lr, betas, eps, weight_decay)
 
-    def apply_weight_decay(self, p):
-        """Shrink p itself by the factor (1 - lr * weight_decay); the gradient stays as it is."""
-        if self.weight_decay:
-            p.data *= 1.0 - self.lr * self.weight_decay
+    def step(self):
+        for p in self.params:
+            if p.grad is not None:      # decoupled decay, for the parameters that take a step
+                p.data *= 1.0 - self.lr * self.weight_decay
+        super().step()
+
+    def gradient(self, p):
+        """The plain gradient: the decay is not in it, but in `step`."""
         return p.grad
 
 
@@ -117,9 +152,11 @@ def clip_grad_norm(parameters, max_norm):
         g = g * max_norm / (norm + 1e-6)     when that factor is below 1
 
     One factor for all of them keeps the direction of the whole step. Returns the norm before
-    clipping, a Python float; parameters without a gradient are left out.
+    clipping, a Python float; parameters without a gradient are left out. As in PyTorch,
+    `parameters` may also be a single tensor.
     """
-    parameters = check_parameters("clip_grad_norm", parameters)
+    parameters = check_parameters("clip_grad_norm",
+                                  [parameters] if isinstance(parameters, Tensor) else parameters)
     max_norm = check_number("clip_grad_norm", "max_norm", max_norm, low=0)
     grads = [p.grad for p in parameters if p.grad is not None]
     norm = math.hypot(*(float(np.linalg.norm(g)) for g in grads))
@@ -149,29 +186,3 @@ def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
         return min_lr
     progress = (step - warmup_steps) / (total_steps - warmup_steps)
     return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-# ------------------------------------------------------------------------------------------------
-# The doors of the optimizers
-
-def check_parameters(op, params):
-    """`params` (any iterable) as a list: not empty, tensors that require grad, none twice."""
-    params = list(params)
-    if not params:
-        raise ValueError(f"{op}: got an empty list of parameters")
-    if not all(isinstance(p, Tensor) and p.requires_grad for p in params):
-        raise TypeError(f"{op}: every parameter must be a Tensor that requires grad")
-    if len({id(p) for p in params}) != len(params):
-        raise ValueError(f"{op}: a parameter appears twice in the list")
-    return params
-
-
-def check_betas(op, betas):
-    """`betas` must be a pair (beta1, beta2) of numbers in [0, 1): the decay rates of Adam's
-    moving averages (1 would never forget). Returns them as Python floats."""
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"{op}: betas must be a pair (beta1, beta2), got {betas!r}")
-    beta1, beta2 = check_numbers(op, low=0, beta1=betas[0], beta2=betas[1])
-    if not (beta1 < 1.0 and beta2 < 1.0):
-        raise ValueError(f"{op}: needs 0 <= betas < 1, got betas={betas}")
-    return beta1, beta2
