@@ -74,28 +74,31 @@ class FlashAttention(Function):
       the final normalisation only, O_i = diag(l_i)^-1 O_i (line 12).
 
     Memory. Plain attention keeps two (..., L, S) arrays for its backward (the scores and the
-    weights) besides the causal mask, and its backward makes several more: at L = S = 4096 (one
-    head, width 64, float64) each is 128 MiB and plain attention peaks at 534 MiB. Flash keeps
-    O(L) numbers besides its inputs and output, and no scores larger than (..., block_size,
-    block_size): it peaks at 1/38 of that.
+    weights) besides the causal mask, and its backward makes several more; each is 8 L S bytes in
+    float64, 128 MiB at L = S = 4096. Flash keeps O(L) numbers besides its inputs and output, and
+    no scores larger than (..., block_size, block_size). tests/test_flash_attention.py measures
+    it (tracemalloc, L = S = 1024): flash's peak stays under 1/8 of one (L, S) array, where plain
+    attention's passes two of them. `python -m tinyattn bench 4` and demo 7 print both peaks at
+    longer lengths.
 
     Speed. NumPy cannot show the paper's speed-up at short lengths. Each visited pair of blocks
-    costs some 15 NumPy calls forward and 20 backward, 61 us even for 1 x 1 blocks, where plain
-    attention does each (L, S) product in one BLAS call; and flash computes more, since backward
-    recomputes S and P (7 block products per pair against plain attention's 6). At L = 256 and
-    below it gains nothing: 1.0x to 1.3x the time of plain attention (these take milliseconds,
-    and move with the machine's load). At L = 4096, causal, with block_size = 128 it takes 0.31x
-    the time: it skips the blocks above the diagonal (528 of 1024 pairs visited) and its blocks
-    stay in the CPU's cache while plain attention streams 128 MiB arrays through main memory,
-    pass after pass.
+    costs a fixed overhead of NumPy calls, however small the blocks, where plain attention does
+    each (L, S) product in one BLAS call; and flash computes more, since backward
+    recomputes S and P (7 block products per pair against plain attention's 6 per (L, S) pass).
+    At long lengths the balance turns: causal, it skips the blocks above the diagonal (about half
+    the pairs), and its blocks stay in the CPU's cache while plain attention streams its (L, S)
+    arrays through main memory, pass after pass. Where the balance turns, and by how much, is
+    the machine's: demo 7 times flash against plain attention from L = 256 up, `python -m
+    tinyattn bench 4` at L = 4096.
 
-    Block size: 128 is recommended (64 is the signature's default). Time against plain attention
-    at L = 4096: 0.64x (block 32), 0.37x (64), 0.31x (128), 0.30x (256), 0.32x (512); at L = 1024:
-    1.26x, 0.82x, 0.73x, 0.80x, 1.07x. Smaller blocks pay the per-pair cost more often (there are
-    about (L / block_size)^2 / 2 pairs); larger ones leave the cache (a (128, 128) float64 block
-    is 128 KiB, a (512, 512) one 2 MiB) and mask away more of the diagonal blocks.
-    Measured by tinyattn/tools/bench/long_attention.py (OPENBLAS_NUM_THREADS=1, medians of 11
-    interleaved rounds, a 2-core AMD EPYC shared with other jobs).
+    Block size. Smaller blocks pay the per-pair overhead more often (about (L / block_size)^2 / 2
+    pairs when causal); larger ones leave the cache (a (b, b) float64 block is 8 b^2 bytes: 128
+    KiB for b = 128) and mask away more of the diagonal blocks. `bench_flash` in
+    tinyattn/tools/bench/long_attention.py sweeps the block sizes against plain attention
+    (OPENBLAS_NUM_THREADS=1 python -c "from tinyattn.tools.bench.long_attention import
+    bench_flash; bench_flash(11)"); 128 did best in that sweep on the machine this was written
+    on, so 128 is recommended, and is what demo 7 and the bench use (64 is the signature's
+    default). Run the sweep to choose on another machine.
     """
 
     def forward(self, Q, K, V, scale, is_causal, block_size):

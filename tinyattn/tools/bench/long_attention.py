@@ -17,7 +17,8 @@ against plain causal SDPA, the sliding window against SDPA with the band as its 
 linear attention against itself in one chunk (the causal L x L form, no running state).
 
 `bench_long` is part 4 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
-several lengths, which is where the figures in `tinyattn.ops.FlashAttention`'s docstring come from:
+several lengths (the trade-off is in `tinyattn.ops.FlashAttention`'s docstring), to choose one on
+a given machine:
 
     OPENBLAS_NUM_THREADS=1 python -c \
         "from tinyattn.tools.bench.long_attention import bench_flash; bench_flash(11)"
