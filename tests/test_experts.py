@@ -148,8 +148,12 @@ def test_float32_stays_float32_and_inputs_may_have_any_leading_axes():
      r"MixtureOfExperts: top_k must be an int, got 1.5"),
     (lambda: nn.MixtureOfExperts(4, 2, hidden_dim=0), ValueError,
      r"MixtureOfExperts: hidden_dim must be at least 1, got 0"),
+    (lambda: nn.MixtureOfExperts(4.0, 2), TypeError,
+     r"MixtureOfExperts: embed_dim must be an int, got 4.0"),
+    (lambda: nn.MixtureOfExperts(4, 2, dtype="banana"), TypeError,
+     r"MixtureOfExperts: dtype must be a floating-point type, got 'banana'"),
     (lambda: experts()(ta.tensor(np.ones((2, 6), np.float32))), TypeError,
-     r"MixtureOfExperts: the input has dtype float32 but the layer's parameters are float64"),
+     r"MixtureOfExperts: input has dtype float32 but the layer's parameters are float64"),
     (lambda: experts()(np.ones((2, 6))), TypeError,
      r"MixtureOfExperts: input must be a Tensor, got ndarray"),
 ])

@@ -129,7 +129,7 @@ def t(*shape, dtype=np.float64):
      r"flash_attention: query, key and value must have the same dtype, got float64, float64 and "
      r"float32"),
     (lambda: F.flash_attention(*(ta.tensor(np.ones((3, 2), int)) for _ in range(3))), TypeError,
-     r"flash_attention: the query must hold floating-point numbers, got int64"),
+     r"flash_attention: query must hold floating-point numbers, got int64"),
     (lambda: F.flash_attention(np.ones((3, 2)), t(3, 2), t(3, 2)), TypeError,
      r"flash_attention: query must be a Tensor, got ndarray"),
     (lambda: F.flash_attention(t(3, 0), t(3, 0), t(3, 2)), ValueError,

@@ -104,6 +104,19 @@ def test_temperature_zero_and_top_k_one_pick_the_largest_logit():
     np.testing.assert_array_equal(next_tokens(logits, 2.5, top_k=1), logits.argmax(-1))
 
 
+@pytest.mark.parametrize("temperature", [1e-310, 5e-324])
+def test_a_tiny_temperature_gives_the_argmax_without_overflow(temperature):
+    """logits / temperature overflows to +-inf here; (logits - max) / temperature does not reach
+    +inf, so the largest logit keeps weight 1 and the others get 0 (and no warning: the test
+    configuration turns warnings into errors)."""
+    logits = np.random.default_rng(0).standard_normal((50, 7)) * 10
+    np.testing.assert_array_equal(next_tokens(logits, temperature), logits.argmax(-1))
+    np.testing.assert_array_equal(next_tokens(logits, temperature, top_k=3), logits.argmax(-1))
+    model, ids = small_model("none").eval(), np.array([[1, 2, 3], [4, 5, 6]])
+    np.testing.assert_array_equal(model.generate(ids, 3, temperature=temperature),
+                                  model.generate(ids, 3, temperature=0))
+
+
 def test_samples_follow_the_softmax_restricted_to_the_top_k():
     logits = np.log(np.array([[0.1, 0.4, 0.05, 0.25, 0.2]]))
     ta.manual_seed(0)
@@ -139,6 +152,8 @@ def test_top_k_above_the_vocabulary_means_all_of_it():
     (([[1, 2]], 3, "hot"), TypeError, r"generate: temperature must be a number, got 'hot'"),
     (([[1, 2]], 3, 1.0, 0), ValueError, r"generate: top_k must be at least 1, got 0"),
     (([[1, 2]], 3, 1.0, 2.5), TypeError, r"generate: top_k must be an int, got 2.5"),
+    (([[1, 2], [3]], 3), ValueError, r"generate: ids: .*inhomogeneous"),
+    (("hello", 3), TypeError, r"generate: ids: expected numbers, got an array of dtype <U5"),
 ])
 def test_bad_input_is_named_before_anything_is_drawn(arguments, error, message):
     model = small_model("rope")

@@ -147,7 +147,7 @@ QKV = ((2, 5, 4), (2, 5, 4), (2, 5, 3))
 
 @pytest.mark.parametrize("shapes, kwargs, error, message", [
     (((2, 5, 4), (2, 6, 4), (2, 6, 3)), dict(is_causal=True), ValueError,
-     r"linear_attention: causal attention needs as many keys as queries \(L == S\), got "
+     r"linear_attention: causal attention needs as many keys as queries \(L == Lk\), got "
      r"query \(2, 5, 4\), key \(2, 6, 4\), value \(2, 6, 3\)"),
     (((2, 5, 4), (2, 6, 3), (2, 6, 3)), dict(), ValueError,
      r"linear_attention: query and key disagree on E \(4 and 3\)"),

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from references import arrays, np_attention
+from references import arrays, assert_refused_before_any_node, np_attention
 
 import tinyattn as ta
 import tinyattn.functional as F
@@ -82,6 +82,58 @@ def test_multi_head_attention_mask_means_true_takes_part():
     np.testing.assert_allclose(out.data, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(weights.data, expected_weights, rtol=1e-12, atol=1e-12)
     assert np.all(weights.data[1, :, :, 2:] == 0)        # padding keys get no attention
+
+
+def attention_layer():
+    ta.manual_seed(0)
+    return nn.MultiHeadAttention(8, 2)
+
+
+def transformer_block():
+    ta.manual_seed(0)
+    return nn.TransformerBlock(8, 2)
+
+
+@pytest.mark.parametrize("make, name", [(attention_layer, "MultiHeadAttention"),
+                                        (transformer_block, "TransformerBlock")])
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"attn_mask": np.ones((5, 5), bool)}, ValueError,
+     r"attn_mask of shape \(5, 5\) does not broadcast to the scores' shape \(2, 2, 3, 3\)"),
+    ({"attn_mask": np.ones((3, 3), int)}, TypeError, r"attn_mask must be boolean or float"),
+    ({"attn_mask": ta.tensor(np.zeros((3, 3), np.float32))}, TypeError,
+     r"attn_mask is a float32 tensor but the query is float64"),
+    ({"attn_mask": [[True, False], [True]]}, ValueError, r"attn_mask: .*inhomogeneous"),
+    ({"is_causal": "no"}, TypeError, r"is_causal must be a bool, got 'no'"),
+    ({"cache": []}, TypeError, r"cache must be a KVCache, got list"),
+])
+def test_a_layer_refuses_a_bad_mask_flag_or_cache_at_its_door(make, name, kwargs, error, message):
+    """Named by the layer that received it, and before any node is built (not ~15 nodes later,
+    inside the attention function)."""
+    assert_refused_before_any_node(make(), [(2, 3, 8)], kwargs, error, f"^{name}: {message}")
+
+
+def test_a_mask_for_the_cached_keys_too_passes_the_door():
+    layer = attention_layer()
+    x = ta.tensor(arrays((1, 3, 8))[0])
+    cache = nn.KVCache()
+    layer(x, is_causal=True, cache=cache)
+    out, weights = layer(x[:, -1:], attn_mask=np.ones((1, 4), bool), is_causal=True, cache=cache)
+    assert weights.shape == (1, 2, 1, 4)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(1, 4\) does not broadcast to the "
+                                         r"scores' shape \(1, 2, 1, 5\)"):      # 4 cached keys
+        layer(x[:, -1:], attn_mask=np.ones((1, 4), bool), cache=cache)
+
+
+def test_flags_accept_numpy_bools():
+    layer = attention_layer()
+    x = ta.tensor(arrays((1, 3, 8))[0])
+    np.testing.assert_array_equal(layer(x, is_causal=np.bool_(True))[1].data,
+                                  layer(x, is_causal=True)[1].data)
+
+
+def test_feed_forward_hidden_dim_defaults_to_4_embed_dim():
+    assert nn.FeedForward(8).up.out_features == 32
+    assert nn.FeedForward(8, hidden_dim=3).up.out_features == 3
 
 
 def test_float32_layers_stay_float32():

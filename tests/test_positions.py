@@ -11,7 +11,7 @@ from references import arrays, np_attention
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.nn.attention import causal_at_the_end
+from tinyattn.functional.attention import causal_mask
 from tinyattn.nn.transformer import POSITIONAL
 
 
@@ -71,7 +71,7 @@ def test_rope_rejects_what_it_cannot_rotate():
         F.rope(ta.tensor(np.ones((2, 3, 5))))
     with pytest.raises(ValueError, match=r"rope: offset must be at least 0, got -1"):
         F.rope(ta.tensor(np.ones((3, 4))), offset=-1)
-    with pytest.raises(TypeError, match=r"rope: the x must hold floating-point numbers"):
+    with pytest.raises(TypeError, match=r"rope: x must hold floating-point numbers"):
         F.rope(ta.tensor(np.ones((3, 4), int)))
     with pytest.raises(TypeError, match=r"rope: x must be a Tensor"):
         F.rope(np.ones((3, 4)))
@@ -174,14 +174,16 @@ def test_a_cached_attention_step_is_the_uncached_one(rope):
 
 
 def test_the_causal_mask_after_a_cache_is_aligned_at_the_end():
-    np.testing.assert_array_equal(causal_at_the_end(2, 4), [[1, 1, 1, 0], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(causal_mask(2, 4, offset=2), [[1, 1, 1, 0], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(causal_mask(2, 4), [[1, 0, 0, 0], [1, 1, 0, 0]])   # SDPA's
     padding = np.array([False, True, True, True])
-    np.testing.assert_array_equal(causal_at_the_end(2, 4, padding), [[0, 1, 1, 0], [0, 1, 1, 1]])
+    np.testing.assert_array_equal(causal_mask(2, 4, padding, offset=2),
+                                  [[0, 1, 1, 0], [0, 1, 1, 1]])
     bias = -np.arange(8.0).reshape(2, 4)
-    np.testing.assert_array_equal(causal_at_the_end(2, 4, bias),
+    np.testing.assert_array_equal(causal_mask(2, 4, bias, offset=2),
                                   [[0, -1, -2, -np.inf], [-4, -5, -6, -7]])
     learned = ta.tensor(np.zeros((2, 4), np.float32), requires_grad=True)
-    combined = causal_at_the_end(2, 4, learned)
+    combined = causal_mask(2, 4, learned, offset=2)
     assert isinstance(combined, ta.Tensor) and combined.dtype == np.float32
 
 

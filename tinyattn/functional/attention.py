@@ -11,11 +11,9 @@ import math
 import numpy as np
 
 from tinyattn import ops
-from tinyattn.arguments import check_number, check_shapes
-from tinyattn.engine import Tensor
+from tinyattn.arguments import check_flags, check_number, check_shapes
+from tinyattn.engine import Tensor, data_of, numeric_array
 from tinyattn.functional.basics import dropout, softmax
-
-SDPA = "scaled_dot_product_attention"
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -34,16 +32,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     A query row whose keys are all masked has no defined softmax; here it gets all-zero weights, so
     a zero output row and zero gradients, never NaN.
     """
-    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
+    return attend("scaled_dot_product_attention", query, key, value, attn_mask, dropout_p,
+                  is_causal, scale)[0]
 
 
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """Scaled dot-product attention returning (output, weights): see the function above."""
-    sizes = check_shapes(SDPA, same_dtype=True,
+    return attend("attention", query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def attend(op, query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """The two functions above: (output, weights). `op` names the one called, in its errors."""
+    sizes = check_shapes(op, same_dtype=True,
                          query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
-    allowed, additive = split_mask(attn_mask, sizes["..."] + (sizes["L"], sizes["S"]), query.dtype)
-    dropout_p = check_number(SDPA, "dropout_p", dropout_p, 0, 1)
-    scale = default_scale(sizes["E"]) if scale is None else check_number(SDPA, "scale", scale)
+    allowed, additive = split_mask(attn_mask, sizes["..."] + (sizes["L"], sizes["S"]), query.dtype,
+                                   op)
+    dropout_p = check_number(op, "dropout_p", dropout_p, 0, 1)
+    check_flags(op, is_causal=is_causal)
+    scale = check_scale(op, scale, sizes["E"])
     if is_causal:
         allowed = causal_mask(sizes["L"], sizes["S"], allowed)
 
@@ -58,21 +64,38 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return weights @ value, weights                    # (..., L, Ev), (..., L, S)
 
 
-def default_scale(E, op=SDPA):
-    """1 / sqrt(E), as a Python float (a NumPy float64 would upcast float32 scores); `op` names
-    the function in the error for E = 0."""
+def check_scale(op, scale, E):
+    """The door for `scale`: a number, or None for the default 1 / sqrt(E), queries and keys being
+    of width E; returned as a Python float (a NumPy float64 would upcast float32 scores)."""
+    if scale is not None:
+        return check_number(op, "scale", scale)
     if E == 0:
         raise ValueError(f"{op}: queries and keys need a width E of 1 or more, got a width E of 0")
     return 1.0 / math.sqrt(E)
 
 
-def causal_mask(L, S, allowed=None):
-    """(L, S) booleans, True where key j <= query i: the causal mask (and-ed with `allowed`)."""
-    causal = np.tril(np.ones((L, S), dtype=bool))
-    return causal if allowed is None else allowed & causal
+def causal_mask(L, S, attn_mask=None, offset=0):
+    """The causal mask (L, S): True where query i, at position offset + i, may see key j, that is
+    where j <= offset + i.
+
+    offset = 0 is `is_causal` of SDPA, aligned at the start as in PyTorch: query i sees the keys
+    j <= i. A key/value cache puts its L new queries at the end, after the S - L cached positions:
+    offset = S - L. (The two agree when L == S.)
+
+    With an `attn_mask`, the result is both masks in one: a boolean mask (True = takes part) is
+    and-ed with the causal one, a float mask (added to the scores, such as ALiBi's bias) gets
+    -inf added where the causal mask forbids.
+    """
+    causal = np.tril(np.ones((L, S), dtype=bool), k=offset)                   # (L, S)
+    if attn_mask is None:
+        return causal
+    mask = np.asarray(data_of(attn_mask))
+    if mask.dtype == np.bool_:
+        return mask & causal                                                  # (..., L, S)
+    return attn_mask + np.where(causal, 0.0, -math.inf).astype(mask.dtype)    # (..., L, S)
 
 
-def split_mask(attn_mask, scores_shape, dtype, op=SDPA, name="attn_mask"):
+def split_mask(attn_mask, scores_shape, dtype, op, name="attn_mask"):
     """The door for `attn_mask`: (allowed, additive), a boolean mask (True = takes part) and a
     float mask added to the scores, either or both None. `op` and `name` say in an error which
     function received the mask, and as what.
@@ -83,7 +106,7 @@ def split_mask(attn_mask, scores_shape, dtype, op=SDPA, name="attn_mask"):
     """
     if attn_mask is None:
         return None, None
-    mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+    mask = numeric_array(data_of(attn_mask), f"{op}: {name}")
     try:
         fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
     except ValueError:

@@ -9,7 +9,7 @@ import numpy as np
 
 from tinyattn import ops, rng
 from tinyattn.arguments import check_ids, check_number, check_shapes, check_tensor
-from tinyattn.engine import data_of
+from tinyattn.engine import data_of, numeric_array
 
 
 def softmax(x, axis=-1):
@@ -90,16 +90,13 @@ def cross_entropy(logits, targets, ignore_index=-100):
     return -picked.mean()
 
 
-# ------------------------------------------------------------------------------------------------
-# The door of cross_entropy
-
 def check_cross_entropy_arguments(logits, targets, ignore_index):
     """The targets as an array of class indices, after checking that they fit the logits."""
     check_tensor("cross_entropy", "logits", logits)
     if logits.ndim == 0:
         raise ValueError(f"cross_entropy: logits need at least one dimension (the classes), got "
                          f"shape {logits.shape}")
-    targets = np.asarray(data_of(targets))
+    targets = numeric_array(data_of(targets), "cross_entropy: targets")
     C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
     check_ids("cross_entropy", "targets", targets[targets != ignore_index], C, "classes")
     expected = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()

@@ -4,10 +4,8 @@ The algorithm, step by step with the paper's symbols, is the op `tinyattn/ops/fl
 this is its door.
 """
 from tinyattn import ops
-from tinyattn.arguments import check_ints, check_number, check_shapes
-from tinyattn.functional.attention import default_scale
-
-FLASH = "flash_attention"
+from tinyattn.arguments import check_flags, check_ints, check_shapes
+from tinyattn.functional.attention import check_scale
 
 
 def flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
@@ -20,13 +18,13 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
 
     Queries and keys are taken `block_size` at a time: no array of scores is larger than
     (..., block_size, block_size), and what is kept for backward besides the inputs and the output
-    is one number per query. See `tinyattn.ops.FlashAttention` for the algorithm and the measured
-    cost.
+    is one number per query. See `tinyattn.ops.FlashAttention` for the algorithm and for where its
+    cost is measured.
     """
-    sizes = check_shapes(FLASH, same_dtype=True, floating=True,
+    sizes = check_shapes("flash_attention", same_dtype=True, floating=True,
                          query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
-    check_ints(FLASH, low=1, block_size=block_size)
-    scale = (default_scale(sizes["E"], FLASH) if scale is None
-             else check_number(FLASH, "scale", scale))
+    check_ints("flash_attention", low=1, block_size=block_size)
+    check_flags("flash_attention", is_causal=is_causal)
+    scale = check_scale("flash_attention", scale, sizes["E"])
     return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size)

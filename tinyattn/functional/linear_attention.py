@@ -11,8 +11,8 @@ with phi(x) = elu(x) + 1 (positive, so that every weight is):
 
 Moving the brackets is the whole trick: S and z do not depend on i, so they are computed once, in
 L E Ev work, and no (L, L) matrix of weights ever exists. (eps keeps the denominator away from 0,
-as in the authors' code.) The result is a different function from softmax
-attention, not an approximation of it computed faster.
+as in the authors' code.) The result is a different function from softmax attention, not an
+approximation of it computed faster.
 
 Causal: query i may use only the keys j <= i, so S and z become prefix sums. In one line:
 
@@ -33,18 +33,18 @@ through a causal C x C matrix. For chunk c, with Q_c, K_c, V_c its C rows:
 
 All chunks are computed at once, as one batch of matrix products; the states are a cumsum over the
 chunks (`Tensor.cumsum`). The largest arrays are the states, (L / C, E, Ev), and the weights
-within the chunks, (L / C, C, C): nothing of size (L, E, Ev) or (L, L). With C = 1 and the state carried from one
-token to the next, this is an RNN whose state does not grow: `linear_attention_step`, which is how
-a linear transformer generates.
+within the chunks, (L / C, C, C): nothing of size (L, E, Ev) or (L, L). With C = 1 and the state
+carried from one token to the next, this is an RNN whose state does not grow:
+`linear_attention_step`, which is how a linear transformer generates.
+
+In this file S is the paper's state; the number of keys, which SDPA's docstring calls S, is Lk.
 """
 import numpy as np
 
 from tinyattn import ops
-from tinyattn.arguments import check_ints, check_number, check_shapes
+from tinyattn.arguments import check_flags, check_ints, check_number, check_shapes
 from tinyattn.functional.basics import elu
-
-LINEAR = "linear_attention"
-STEP = "linear_attention_step"
+from tinyattn.functional.sliding_window import chunked
 
 
 def feature_map(x):
@@ -56,29 +56,35 @@ def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64
     """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
     the keys j <= i when causal (see the top of this file).
 
-    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev), as in SDPA
-    (there S counts the keys; in the formulas S is the sum of phi(k_j) v_j^T); the leading axes
-    broadcast; causal needs L == S. `chunk_size` (causal only) is the C of the chunked form:
-    any positive int gives the same numbers, and only speed and memory depend on it.
+    Shapes: query (..., L, E), key (..., Lk, E), value (..., Lk, Ev) -> (..., L, Ev), Lk keys; the
+    leading axes broadcast; causal needs L == Lk. `chunk_size` (causal only) is the C of the
+    chunked form: any positive int gives the same numbers, and only speed and memory depend on it.
     """
-    sizes = check_shapes(LINEAR, same_dtype=True, query=(query, "... L E"), key=(key, "... S E"),
-                         value=(value, "... S Ev"))
-    if is_causal and sizes["L"] != sizes["S"]:
-        raise ValueError(f"{LINEAR}: causal attention needs as many keys as queries (L == S), got "
-                         f"query {query.shape}, key {key.shape}, value {value.shape}")
-    eps = check_number(LINEAR, "eps", eps, low=0)
-    check_ints(LINEAR, low=1, chunk_size=chunk_size)
-
+    eps = check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_size)
     if is_causal:
         return causal_linear_attention(query, key, value, eps, chunk_size)
-    phi_q, phi_k = feature_map(query), feature_map(key)     # (..., L, E), (..., S, E)
+    phi_q, phi_k = feature_map(query), feature_map(key)     # (..., L, E), (..., Lk, E)
     S = phi_k.mT @ value                                    # (..., E, Ev)  sum_j phi(k_j) v_j^T
     z = phi_k.mT.sum(axis=-1, keepdims=True)                # (..., E, 1)   sum_j phi(k_j)
     return (phi_q @ S) / (phi_q @ z + eps)                  # (..., L, Ev) / (..., L, 1)
 
 
+def check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_size):
+    """The door of linear_attention; returns eps as a Python float."""
+    sizes = check_shapes("linear_attention", same_dtype=True, query=(query, "... L E"),
+                         key=(key, "... Lk E"), value=(value, "... Lk Ev"))
+    check_flags("linear_attention", is_causal=is_causal)
+    if is_causal and sizes["L"] != sizes["Lk"]:
+        raise ValueError(f"linear_attention: causal attention needs as many keys as queries "
+                         f"(L == Lk), got query {query.shape}, key {key.shape}, "
+                         f"value {value.shape}")
+    check_ints("linear_attention", low=1, chunk_size=chunk_size)
+    return check_number("linear_attention", "eps", eps, low=0)
+
+
 def causal_linear_attention(query, key, value, eps, C):
-    """The chunked causal form: query, key (..., L, E) and value (..., L, Ev), L == S."""
+    """The chunked causal form: query, key (..., L, E) and value (..., L, Ev), as many keys as
+    queries."""
     *_, L, E = query.shape
     n = -(-L // C)                                  # number of chunks, the last one padded to C
     # 1. Cut the positions into n chunks of C. The padding comes after every real position, so
@@ -100,13 +106,6 @@ def causal_linear_attention(query, key, value, eps, C):
     return out[..., :L, :]                          # (..., L, Ev)
 
 
-def chunked(x, n, C):
-    """x (..., L, D) padded with zeros to n C positions and cut into chunks: (..., n, C, D)."""
-    *leading, L, D = x.shape
-    x = ops.concatenate([x, np.zeros((*leading, n * C - L, D), x.dtype)], axis=-2)
-    return x.reshape(*leading, n, C, D)
-
-
 def linear_attention_step(query, key, value, state=None, eps=1e-6):
     """Causal linear attention for one position, as a step of an RNN (the paper's section 3.4):
 
@@ -118,14 +117,7 @@ def linear_attention_step(query, key, value, state=None, eps=1e-6):
     (out (..., Ev), (S, z)). Stepping through a sequence gives `linear_attention(...,
     is_causal=True)` position by position, with a state whose size does not grow.
     """
-    tensors = dict(query=(query, "... E"), key=(key, "... E"), value=(value, "... Ev"))
-    if state is not None:
-        if not (isinstance(state, tuple) and len(state) == 2):
-            raise TypeError(f"{STEP}: state must be the (S, z) pair a previous step returned, or "
-                            f"None, got {type(state).__name__}")
-        tensors.update(S=(state[0], "... E Ev"), z=(state[1], "... E"))
-    check_shapes(STEP, same_dtype=True, **tensors)
-    eps = check_number(STEP, "eps", eps, low=0)
+    eps = check_linear_attention_step_arguments(query, key, value, state, eps)
 
     phi_q, phi_k = feature_map(query), feature_map(key)    # (..., E), (..., E)
     outer = phi_k[..., :, None] * value[..., None, :]      # (..., E, Ev)  phi(k_i) v_i^T
@@ -134,3 +126,15 @@ def linear_attention_step(query, key, value, state=None, eps=1e-6):
     numerator = (phi_q[..., None, :] @ S)[..., 0, :]       # (..., Ev)
     denominator = (phi_q * z).sum(axis=-1, keepdims=True) + eps   # (..., 1)
     return numerator / denominator, (S, z)
+
+
+def check_linear_attention_step_arguments(query, key, value, state, eps):
+    """The door of linear_attention_step; returns eps as a Python float."""
+    tensors = dict(query=(query, "... E"), key=(key, "... E"), value=(value, "... Ev"))
+    if state is not None:
+        if not (isinstance(state, tuple) and len(state) == 2):
+            raise TypeError(f"linear_attention_step: state must be the (S, z) pair a previous step "
+                            f"returned, or None, got {type(state).__name__}")
+        tensors.update(S=(state[0], "... E Ev"), z=(state[1], "... E"))
+    check_shapes("linear_attention_step", same_dtype=True, **tensors)
+    return check_number("linear_attention_step", "eps", eps, low=0)

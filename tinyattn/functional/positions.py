@@ -26,7 +26,7 @@ very angles rope rotates by.)
 """
 import numpy as np
 
-from tinyattn.arguments import check_ints, check_number, check_shapes
+from tinyattn.arguments import check_dtype, check_ints, check_number, check_shapes
 from tinyattn.ops import stack
 
 
@@ -86,6 +86,17 @@ def rope(x, offset=0, base=10000.0):
     return rotated.reshape(x.shape)                              # (..., T, D), pairs interleaved
 
 
+def check_rope_arguments(x, offset, base):
+    """(T, D) of x, once x is a floating-point (..., T, D) tensor with D even."""
+    sizes = check_shapes("rope", floating=True, x=(x, "... T D"))
+    if sizes["D"] % 2:
+        raise ValueError(f"rope: the last axis of x holds pairs of features, so it must be even; "
+                         f"got x of shape {x.shape}")
+    check_ints("rope", low=0, offset=offset)
+    check_number("rope", "base", base, low=1)
+    return sizes["T"], sizes["D"]
+
+
 def alibi_slopes(num_heads):
     """ALiBi's slope m_h for each head h = 1 ... H (Press et al. 2022, section 3).
 
@@ -122,21 +133,9 @@ def alibi_bias(num_heads, length, dtype=np.float64, offset=0):
     """
     check_ints("alibi_bias", low=1, num_heads=num_heads)
     check_ints("alibi_bias", low=0, length=length, offset=offset)
-    if np.dtype(dtype).kind != "f":
-        raise TypeError(f"alibi_bias: dtype must be a floating-point type, got {np.dtype(dtype)}")
+    dtype = check_dtype("alibi_bias", dtype)
     slopes = alibi_slopes(num_heads)                                   # (H,)
     query_positions = np.arange(offset, offset + length)               # (L,)
     key_positions = np.arange(offset + length)                         # (S,)
     distance = np.abs(query_positions[:, None] - key_positions)        # (L, S)
     return (-slopes[:, None, None] * distance).astype(dtype)           # (H, L, S)
-
-
-def check_rope_arguments(x, offset, base):
-    """(T, D) of x, once x is a floating-point (..., T, D) tensor with D even."""
-    sizes = check_shapes("rope", floating=True, x=(x, "... T D"))
-    if sizes["D"] % 2:
-        raise ValueError(f"rope: the last axis of x holds pairs of features, so it must be even; "
-                         f"got x of shape {x.shape}")
-    check_ints("rope", low=0, offset=offset)
-    check_number("rope", "base", base, low=1)
-    return sizes["T"], sizes["D"]

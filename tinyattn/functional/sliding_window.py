@@ -23,12 +23,10 @@ import math
 import numpy as np
 
 from tinyattn import ops
-from tinyattn.arguments import check_ints, check_number, check_shapes
-from tinyattn.functional.attention import default_scale
+from tinyattn.arguments import check_flags, check_ints, check_shapes
+from tinyattn.functional.attention import check_scale
 from tinyattn.functional.basics import softmax
 from tinyattn.functional.sparse_patterns import in_band
-
-SLIDING = "sliding_window_attention"
 
 
 def sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
@@ -40,19 +38,18 @@ def sliding_window_attention(query, key, value, window, is_causal=True, scale=No
     as queries; the leading axes broadcast. `window` is a positive int (L or more: plain causal
     attention, or plain attention when not causal); `scale` defaults to 1 / sqrt(E).
     """
-    sizes = check_shapes(SLIDING, same_dtype=True, query=(query, "... L E"), key=(key, "... L E"),
-                         value=(value, "... L Ev"))
-    check_ints(SLIDING, low=1, window=window)
-    L, E = sizes["L"], sizes["E"]
-    scale = default_scale(E, SLIDING) if scale is None else check_number(SLIDING, "scale", scale)
+    sizes = check_shapes("sliding_window_attention", same_dtype=True, query=(query, "... L E"),
+                         key=(key, "... L E"), value=(value, "... L Ev"))
+    check_ints("sliding_window_attention", low=1, window=window)
+    check_flags("sliding_window_attention", is_causal=is_causal)
+    scale = check_scale("sliding_window_attention", scale, sizes["E"])
+    L = sizes["L"]
     C = max(1, min(window, L))              # chunk size: a query's keys lie in its neighbour chunks
     n = -(-L // C)                          # number of chunks, the last one padded to C positions
     spans = 2 if is_causal else 3           # chunks of keys per chunk of queries
-    after = n * C - L                       # padding of the last chunk
 
     # 1. Cut the queries into chunks; scaling them here costs L E products, not 2 L C.
-    queries = padded(query * scale, 0, after)                      # (..., n C, E)
-    queries = queries.reshape(*queries.shape[:-2], n, C, E)        # (..., n, C, E)
+    queries = chunked(query * scale, n, C)                         # (..., n, C, E)
     # 2. Each chunk's keys and values: chunks c - 1, c (and c + 1), side by side.
     keys = neighbour_chunks(key, C, n, spans)                      # (..., n, spans C, E)
     values = neighbour_chunks(value, C, n, spans)                  # (..., n, spans C, Ev)
@@ -72,15 +69,16 @@ def sliding_window_attention(query, key, value, window, is_causal=True, scale=No
 def neighbour_chunks(x, C, n, spans):
     """For each chunk c of x's positions, chunks c - 1 .. c + spans - 2 side by side: x (..., L, D)
     -> (..., n, spans C, D). Positions before 0 and past L are zeros (the mask hides them)."""
-    *leading, L, D = x.shape
-    x = padded(x, C, (n + spans - 2) * C - L)                      # (..., (n + spans - 1) C, D)
-    chunks = x.reshape(*leading, n + spans - 1, C, D)              # (..., n + spans - 1, C, D)
+    chunks = chunked(x, n + spans - 1, C, before=C)                # (..., n + spans - 1, C, D)
     return ops.concatenate([chunks[..., s:s + n, :, :] for s in range(spans)],
                            axis=-2)                                # (..., n, spans C, D)
 
 
-def padded(x, before, after):
-    """x (..., L, D) with `before` rows of zeros in front and `after` rows behind."""
+def chunked(x, n, C, before=0):
+    """x (..., L, D) cut into n chunks of C positions: (..., n, C, D). `before` rows of zeros go
+    in front, and as many behind as fill the last chunk (also used by linear attention)."""
     *leading, L, D = x.shape
-    return ops.concatenate([np.zeros((*leading, before, D), x.dtype), x,
-                            np.zeros((*leading, after, D), x.dtype)], axis=-2)
+    after = n * C - before - L
+    x = ops.concatenate([np.zeros((*leading, before, D), x.dtype), x,
+                         np.zeros((*leading, after, D), x.dtype)], axis=-2)   # (..., n C, D)
+    return x.reshape(*leading, n, C, D)

@@ -19,7 +19,8 @@ then throws the masked ones away. The savings come from code that never scores t
 """
 import numpy as np
 
-from tinyattn.arguments import check_ids, check_ints
+from tinyattn.arguments import check_flags, check_ids, check_ints
+from tinyattn.engine import numeric_array
 
 
 def in_band(i, j, window, is_causal=True):
@@ -53,8 +54,15 @@ def local_mask(length, window, is_causal=True):
      [0 0 0 1 1]]
     """
     check_sizes("local_mask", length, window=window)
+    check_flags("local_mask", is_causal=is_causal)
     positions = np.arange(length)
     return in_band(positions[:, None], positions[None, :], window, is_causal)   # (L, L)
+
+
+def check_sizes(op, length, **sizes):
+    """The door of every pattern here: `length` an int >= 0, the window or stride an int >= 1."""
+    check_ints(op, low=0, length=length)
+    check_ints(op, low=1, **sizes)
 
 
 def strided_mask(length, stride):
@@ -113,6 +121,14 @@ def global_mask(length, positions):
     return mask
 
 
+def check_positions(op, positions, length):
+    """The global positions as an array of ints in [0, length); [] (float64 to NumPy) is none."""
+    positions = numeric_array(positions, f"{op}: positions")
+    if positions.size == 0:
+        positions = positions.astype(int)
+    return check_ids(op, "positions", positions, length, "positions")
+
+
 def longformer_mask(length, window, positions):
     """Longformer's pattern: the symmetric band |i - j| < window and the global positions.
 
@@ -129,17 +145,3 @@ def longformer_mask(length, window, positions):
     check_sizes("longformer_mask", length, window=window)
     check_positions("longformer_mask", positions, length)
     return local_mask(length, window, is_causal=False) | global_mask(length, positions)
-
-
-def check_sizes(op, length, **sizes):
-    """The door of every pattern: `length` an int >= 0, the window or stride an int >= 1."""
-    check_ints(op, low=0, length=length)
-    check_ints(op, low=1, **sizes)
-
-
-def check_positions(op, positions, length):
-    """The global positions as an array of ints in [0, length); [] (float64 to NumPy) is none."""
-    positions = np.asarray(positions)
-    if positions.size == 0:
-        positions = positions.astype(int)
-    return check_ids(op, "positions", positions, length, "positions")

@@ -14,14 +14,10 @@ with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, 
 Generating text, a model runs one new token at a time; a `KVCache` keeps the keys and values of
 the tokens before it, so that each step computes only the new token's (the end of this file).
 """
-import math
-
-import numpy as np
-
 import tinyattn.functional as F
-from tinyattn.engine import data_of
+from tinyattn.arguments import check_flags, check_layer_arguments, check_shapes
+from tinyattn.functional.attention import causal_mask, split_mask
 from tinyattn.nn.layers import Linear
-from tinyattn.arguments import check_ints, check_number, check_shapes
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
 
@@ -55,18 +51,13 @@ class MultiHeadAttention(Module):
 
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None,
                  rope=False):
-        check_ints("MultiHeadAttention", low=1, embed_dim=embed_dim, num_heads=num_heads)
-        if embed_dim % num_heads != 0:
-            raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by "
-                             f"num_heads {num_heads}")
-        if rope and (embed_dim // num_heads) % 2:
-            raise ValueError(f"MultiHeadAttention: rope rotates pairs of features, so it needs an "
-                             f"even head_dim; got embed_dim {embed_dim} / num_heads {num_heads} = "
-                             f"{embed_dim // num_heads}")
+        check_layer_arguments("MultiHeadAttention", embed_dim, num_heads, dropout=dropout,
+                              scale=scale, dtype=dtype, rope=rope)
+        check_flags("MultiHeadAttention", bias=bias)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.rope = bool(rope)
-        self.dropout = check_number("MultiHeadAttention", "dropout", dropout, 0, 1)
+        self.dropout = float(dropout)
         self.scale = scale          # None: 1 / sqrt(head_dim); 1.0: unscaled (see demos)
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.k_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
@@ -79,11 +70,10 @@ class MultiHeadAttention(Module):
         E = self.embed_dim
         check_shapes("MultiHeadAttention", dtype=self.q_proj.weight.dtype,
                      query=(query, f"B L {E}"), key=(key, f"B S {E}"), value=(value, f"B S {E}"))
+        check_attention_arguments("MultiHeadAttention", self.num_heads, query, key, attn_mask,
+                                  is_causal, cache)
         (B, L, _), S = query.shape, key.shape[1]
         H, D = self.num_heads, self.head_dim
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"MultiHeadAttention: cache must be a KVCache, got "
-                            f"{type(cache).__name__}")
         start = 0 if cache is None else len(cache)              # tokens before this call's
 
         # 1. project
@@ -100,7 +90,8 @@ class MultiHeadAttention(Module):
         if cache is not None:   # the earlier tokens' keys and values come first
             k, v = cache.append(k, v)                           # (B, H, start + S, D)
             if is_causal:       # the L queries are the last L positions: align the mask there
-                attn_mask, is_causal = causal_at_the_end(L, start + S, attn_mask), False
+                attn_mask = causal_mask(L, start + S, attn_mask, offset=start + S - L)
+                is_causal = False
         # 3. attend, every head at once (the head axis is a batch axis)
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = F.attention(q, k, v, attn_mask, dropout_p, is_causal,
@@ -113,6 +104,18 @@ class MultiHeadAttention(Module):
     def extra_repr(self):
         rope = ", rope=True" if self.rope else ""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{rope}"
+
+
+def check_attention_arguments(op, num_heads, query, key, attn_mask, is_causal, cache):
+    """The door of MultiHeadAttention.forward past its shapes, shared with the blocks that hand
+    these arguments on (`op` names the layer that received them): is_causal a bool, cache None or
+    a KVCache, and attn_mask fitting the scores (B, num_heads, L, S), S counting the cached keys
+    too. query (B, L, E) and key (B, S, E) have had their shapes checked."""
+    check_flags(op, is_causal=is_causal)
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"{op}: cache must be a KVCache, got {type(cache).__name__}")
+    (B, L, _), S = query.shape, key.shape[1] + (0 if cache is None else len(cache))
+    split_mask(attn_mask, (B, num_heads, L, S), query.dtype, op)
 
 
 class KVCache:
@@ -145,18 +148,3 @@ class KVCache:
         self.keys, self.values = keys, values
         return keys, values
 
-
-def causal_at_the_end(L, S, attn_mask=None):
-    """The causal mask for L queries that are the LAST L of S positions, the cached ones first:
-    query i, at position S - L + i, sees the keys j <= S - L + i. (SDPA's `is_causal` lines the
-    mask up at the start, query i seeing j <= i, as PyTorch does: the same only when L == S.)
-
-    With an `attn_mask`: a boolean one is and-ed with this one, a float one (such as ALiBi's bias)
-    gets -inf added where this one forbids.
-    """
-    allowed = np.tril(np.ones((L, S), dtype=bool), k=S - L)                 # (L, S)
-    if attn_mask is None:
-        return allowed
-    if data_of(attn_mask).dtype == np.bool_:
-        return data_of(attn_mask) & allowed                                 # (..., L, S)
-    return attn_mask + np.where(allowed, 0.0, -math.inf).astype(attn_mask.dtype)   # (..., L, S)

@@ -23,7 +23,7 @@ as in "Attention Is All You Need" (Vaswani et al., 2017), with the LayerNorm bef
 """
 import numpy as np
 
-from tinyattn.arguments import check_ids, check_ints, check_shapes
+from tinyattn.arguments import check_ids, check_ints, check_layer_arguments, check_shapes
 from tinyattn.engine import no_grad
 from tinyattn.functional.attention import split_mask
 from tinyattn.nn.attention import MultiHeadAttention
@@ -50,7 +50,8 @@ class TransformerDecoderBlock(Module):
 
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None):
-        check_ints("TransformerDecoderBlock", low=1, embed_dim=embed_dim, num_heads=num_heads)
+        check_layer_arguments("TransformerDecoderBlock", embed_dim, num_heads, hidden_dim, dropout,
+                              scale, dtype)
         self.embed_dim = embed_dim
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
@@ -72,8 +73,7 @@ class TransformerDecoderBlock(Module):
                              x=(x, f"B L {self.embed_dim}"),
                              memory=(memory, f"B S {self.embed_dim}"))
         cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
-        split_mask(memory_mask, cross_scores, x.dtype, "TransformerDecoderBlock",
-                   "memory_mask")                      # only checked here: cross_attn splits it
+        split_mask(memory_mask, cross_scores, x.dtype, "TransformerDecoderBlock", "memory_mask")
         attended, self_weights = self.self_attn(self.ln1(x), is_causal=True)   # (B, L, E)
         x = x + self.dropout(attended)                                          # (B, L, E)
         read, cross_weights = self.cross_attn(self.ln2(x), memory, memory,
@@ -103,6 +103,8 @@ class EncoderDecoder(Module):
                  hidden_dim=None, dropout=0.0, scale=None, dtype=None):
         check_ints("EncoderDecoder", low=1, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
                    num_layers=num_layers, max_len=max_len)
+        check_layer_arguments("EncoderDecoder", embed_dim, num_heads, hidden_dim, dropout, scale,
+                              dtype)
         self.src_vocab, self.tgt_vocab, self.max_len = src_vocab, tgt_vocab, max_len
         self.src_embed = Embedding(src_vocab, embed_dim, dtype=dtype)
         self.tgt_embed = Embedding(tgt_vocab, embed_dim, dtype=dtype)
@@ -125,7 +127,7 @@ class EncoderDecoder(Module):
 
     def encode(self, src_ids, src_mask=None):
         """The memory (B, S, E): the source, each position having attended to the whole source."""
-        src_ids = self.check_ids("src_ids", src_ids, self.src_vocab)
+        src_ids = check_encoder_decoder_ids(self, "src_ids", src_ids, self.src_vocab)
         padding = padding_mask(src_mask, src_ids.shape)             # (B, 1, 1, S) or None
         x = self.positions(self.src_embed(src_ids))                 # (B, S, E)
         for block in self.encoder:
@@ -134,7 +136,7 @@ class EncoderDecoder(Module):
 
     def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
-        tgt_ids = self.check_ids("tgt_ids", tgt_ids, self.tgt_vocab)
+        tgt_ids = check_encoder_decoder_ids(self, "tgt_ids", tgt_ids, self.tgt_vocab)
         padding = padding_mask(src_mask, memory.shape[:2])         # (B, 1, 1, S) or None
         x = self.positions(self.tgt_embed(tgt_ids))                 # (B, L, E)
         weights = {"self": [], "cross": []}
@@ -167,13 +169,15 @@ class EncoderDecoder(Module):
             written = np.concatenate([written, next_ids[:, None]], axis=1)   # (B, T + 1)
         return written
 
-    def check_ids(self, name, ids, vocab_size):
-        """The door of encode and decode: ids (B, T) within the vocabulary and max_len."""
-        ids = check_ids("EncoderDecoder", name, ids, vocab_size, "tokens")
-        if ids.ndim != 2 or ids.shape[1] > self.max_len:
-            raise ValueError(f"EncoderDecoder: {name} must have shape (B, T) with T <= max_len "
-                             f"{self.max_len}, got {ids.shape}")
-        return ids
+
+def check_encoder_decoder_ids(model, name, ids, vocab_size):
+    """The door of EncoderDecoder's encode and decode: ids (B, T) within the vocabulary and
+    max_len, as an array."""
+    ids = check_ids("EncoderDecoder", name, ids, vocab_size, "tokens")
+    if ids.ndim != 2 or ids.shape[1] > model.max_len:
+        raise ValueError(f"EncoderDecoder: {name} must have shape (B, T) with T <= max_len "
+                         f"{model.max_len}, got {ids.shape}")
+    return ids
 
 
 def padding_mask(src_mask, shape):

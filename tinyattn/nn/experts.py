@@ -14,7 +14,7 @@ point of the layer.
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn.arguments import check_ints, check_shapes
+from tinyattn.arguments import check_ints, check_layer_arguments, check_shapes
 from tinyattn.nn.layers import FeedForward, Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
@@ -60,10 +60,8 @@ class MixtureOfExperts(Module):
     """
 
     def __init__(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):
-        check_ints("MixtureOfExperts", low=1, embed_dim=embed_dim, num_experts=num_experts,
-                   top_k=top_k)
-        if hidden_dim is not None:
-            check_ints("MixtureOfExperts", low=1, hidden_dim=hidden_dim)
+        check_layer_arguments("MixtureOfExperts", embed_dim, hidden_dim=hidden_dim, dtype=dtype)
+        check_ints("MixtureOfExperts", low=1, num_experts=num_experts, top_k=top_k)
         if top_k > num_experts:
             raise ValueError(f"MixtureOfExperts: top_k {top_k} is more than num_experts "
                              f"{num_experts}")

@@ -10,7 +10,8 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import rng
-from tinyattn.arguments import check_ids, check_ints, check_number, check_shapes
+from tinyattn.arguments import (check_dtype, check_flags, check_ids, check_ints,
+                                check_layer_arguments, check_number, check_shapes)
 from tinyattn.nn.module import Module, Parameter, uniform
 
 
@@ -22,6 +23,8 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         check_ints("Linear", low=0, in_features=in_features, out_features=out_features)
+        check_flags("Linear", bias=bias)
+        dtype = check_dtype("Linear", dtype)
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = uniform((out_features, in_features), bound, dtype)
@@ -47,8 +50,9 @@ class LayerNorm(Module):
         for size in self.normalized_shape:
             check_ints("LayerNorm", low=0, normalized_shape=size)
         self.eps = check_number("LayerNorm", "eps", eps, low=0)
-        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype or np.float64))
-        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype or np.float64))
+        dtype = check_dtype("LayerNorm", dtype)
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
 
     def forward(self, x):
         check_shapes("LayerNorm", dtype=self.weight.dtype,
@@ -73,9 +77,10 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
         check_ints("Embedding", low=0, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        dtype = check_dtype("Embedding", dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
-        self.weight = Parameter(table.astype(dtype or np.float64))
+        self.weight = Parameter(table.astype(dtype))
 
     def forward(self, ids):
         ids = check_ids("Embedding", "ids", ids, self.num_embeddings, "embeddings")
@@ -100,10 +105,13 @@ class Dropout(Module):
 
 class FeedForward(Module):
     """The position-wise feed-forward block: Linear(E, hidden) -> GELU -> Linear(hidden, E) ->
-    dropout. Each token is transformed on its own; attention is where tokens meet."""
+    dropout, with hidden = 4 E unless given. Each token is transformed on its own; attention is
+    where tokens meet."""
 
     def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None):
-        hidden_dim = hidden_dim or 4 * embed_dim
+        check_layer_arguments("FeedForward", embed_dim, hidden_dim=hidden_dim, dropout=dropout,
+                              dtype=dtype)
+        hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
         self.up = Linear(embed_dim, hidden_dim, dtype=dtype)
         self.down = Linear(hidden_dim, embed_dim, dtype=dtype)
         self.dropout = Dropout(dropout)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tinyattn import rng
+from tinyattn.arguments import check_dtype
 from tinyattn.engine import Tensor, data_of, numeric_array
 
 
@@ -103,9 +104,7 @@ class Module:
 
     def to(self, dtype):
         """Convert every parameter to `dtype` (e.g. np.float32), in place; returns self."""
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"to: parameters must be floating point, got {dtype}")
+        dtype = check_dtype("to", dtype)
         for parameter in self.parameters():
             parameter.data = parameter.data.astype(dtype)
             parameter.grad = None
@@ -219,4 +218,4 @@ ZIP_START = b"PK\x03\x04"          # the first bytes of every zip archive
 
 def uniform(shape, bound, dtype):
     """A parameter drawn uniformly from [-bound, bound] with the seedable generator."""
-    return Parameter(rng.generator.uniform(-bound, bound, shape).astype(dtype or np.float64))
+    return Parameter(rng.generator.uniform(-bound, bound, shape).astype(dtype))

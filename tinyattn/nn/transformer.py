@@ -12,9 +12,10 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import rng
-from tinyattn.arguments import check_choice, check_ids, check_ints, check_number
+from tinyattn.arguments import (check_choice, check_flags, check_ids, check_ints,
+                                check_layer_arguments, check_number, check_shapes)
 from tinyattn.engine import no_grad
-from tinyattn.nn.attention import KVCache, MultiHeadAttention
+from tinyattn.nn.attention import KVCache, MultiHeadAttention, check_attention_arguments
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
@@ -31,6 +32,8 @@ class TransformerBlock(Module):
 
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None, rope=False):
+        check_layer_arguments("TransformerBlock", embed_dim, num_heads, hidden_dim, dropout, scale,
+                              dtype, rope)
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
                                        dtype=dtype, rope=rope)
@@ -43,6 +46,10 @@ class TransformerBlock(Module):
 
     def forward_with_weights(self, x, attn_mask=None, is_causal=False, cache=None):
         """(output, attention weights (B, H, T, S))."""
+        check_shapes("TransformerBlock", dtype=self.ln1.weight.dtype,
+                     x=(x, f"B T {self.attn.embed_dim}"))
+        check_attention_arguments("TransformerBlock", self.attn.num_heads, x, x, attn_mask,
+                                  is_causal, cache)
         attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal,
                                       cache=cache)
         x = x + self.dropout(attended)          # (B, T, E)
@@ -69,8 +76,11 @@ class CausalTransformer(Module):
 
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
                  scale=None, dtype=None, positional="sinusoidal"):
+        check_ints("CausalTransformer", low=1, vocab_size=vocab_size, num_layers=num_layers,
+                   max_len=max_len)
         check_choice("CausalTransformer", "positional", positional, POSITIONAL)
-        check_ints("CausalTransformer", low=1, max_len=max_len)
+        check_layer_arguments("CausalTransformer", embed_dim, num_heads, dropout=dropout,
+                              scale=scale, dtype=dtype, rope=positional == "rope")
         self.positional, self.max_len, self.num_heads = positional, max_len, num_heads
         self.embed = Embedding(vocab_size, embed_dim, dtype=dtype)
         if positional == "sinusoidal":
@@ -91,8 +101,8 @@ class CausalTransformer(Module):
         positions after the cached ones, and the logits are those the model gives them in the
         whole sequence. The cache grows by the ids' length.
         """
-        start = len(cache[0]) if cache else 0                       # tokens already cached
-        ids = self.check_ids(ids, start, cache)
+        ids = check_causal_transformer_arguments(self, ids, return_weights, cache)
+        start = len(cache[0]) if cache else 0                           # tokens already cached
         T = ids.shape[1]
         x = self.embed(ids)                                             # (B, T, E)
         if self.positional == "sinusoidal":
@@ -138,7 +148,7 @@ class CausalTransformer(Module):
         an int >= 0; temperature >= 0; top_k None or an int >= 1 (above the vocabulary size it
         means all of it). Returns a NumPy int64 array.
         """
-        ids = self.check_generate_arguments(ids, max_new_tokens, temperature, top_k)
+        ids = check_generate_arguments(self, ids, max_new_tokens, temperature, top_k)
         window = self.max_len if self.positional in ABSOLUTE else None
         cache = None
         for _ in range(max_new_tokens):
@@ -152,32 +162,39 @@ class CausalTransformer(Module):
             ids = np.concatenate([ids, chosen[:, None]], axis=1)        # (B, T + 1)
         return ids
 
-    # ---------------------------------------------------------------- the doors
-    def check_ids(self, ids, start, cache):
-        """The ids as a (B, T) integer array, checked against the vocabulary, the cache and, for
-        absolute positions, the table's length."""
-        ids = check_ids("CausalTransformer", "ids", ids, self.embed.num_embeddings, "tokens")
-        if ids.ndim != 2:
-            raise ValueError(f"CausalTransformer: ids must be (B, T), got shape {ids.shape}")
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(f"CausalTransformer: cache holds {len(cache)} layers, the model "
-                             f"{len(self.blocks)}; make it with empty_cache()")
-        if self.positional in ABSOLUTE and start + ids.shape[1] > self.max_len:
-            raise ValueError(f"CausalTransformer: a sequence of {start + ids.shape[1]} tokens is "
-                             f"longer than max_len {self.max_len}, the length of the "
-                             f"{self.positional} position table")
-        return ids
 
-    def check_generate_arguments(self, ids, max_new_tokens, temperature, top_k):
-        """The ids as an int64 array, and a clear error for anything generate cannot use."""
-        ids = check_ids("generate", "ids", ids, self.embed.num_embeddings, "tokens")
-        if ids.ndim != 2 or ids.shape[1] == 0:
-            raise ValueError(f"generate: ids must be (B, T) with T >= 1, got shape {ids.shape}")
-        check_ints("generate", low=0, max_new_tokens=max_new_tokens)
-        check_number("generate", "temperature", temperature, low=0)
-        if top_k is not None:
-            check_ints("generate", low=1, top_k=top_k)
-        return ids.astype(np.int64)
+def check_causal_transformer_arguments(model, ids, return_weights, cache):
+    """The door of CausalTransformer.forward: the ids as a (B, T) integer array, checked against
+    the vocabulary, the cache and, for absolute positions, the table's length."""
+    ids = check_ids("CausalTransformer", "ids", ids, model.embed.num_embeddings, "tokens")
+    if ids.ndim != 2:
+        raise ValueError(f"CausalTransformer: ids must be (B, T), got shape {ids.shape}")
+    check_flags("CausalTransformer", return_weights=return_weights)
+    if cache is not None and not (isinstance(cache, list)
+                                  and all(isinstance(c, KVCache) for c in cache)):
+        raise TypeError(f"CausalTransformer: cache must be a list of KVCache, one per block (from "
+                        f"empty_cache()), got {type(cache).__name__}")
+    if cache is not None and len(cache) != len(model.blocks):
+        raise ValueError(f"CausalTransformer: cache holds {len(cache)} layers, the model "
+                         f"{len(model.blocks)}; make it with empty_cache()")
+    start = len(cache[0]) if cache else 0
+    if model.positional in ABSOLUTE and start + ids.shape[1] > model.max_len:
+        raise ValueError(f"CausalTransformer: a sequence of {start + ids.shape[1]} tokens is "
+                         f"longer than max_len {model.max_len}, the length of the "
+                         f"{model.positional} position table")
+    return ids
+
+
+def check_generate_arguments(model, ids, max_new_tokens, temperature, top_k):
+    """The door of CausalTransformer.generate: the ids as an int64 array, and a clear error for
+    anything generate cannot use."""
+    ids = check_ids("generate", "ids", ids, model.embed.num_embeddings, "tokens")
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise ValueError(f"generate: ids must be (B, T) with T >= 1, got shape {ids.shape}")
+    check_ints("generate", low=0, max_new_tokens=max_new_tokens)
+    check_number("generate", "temperature", temperature, low=0)
+    check_ints("generate", low=1, optional=True, top_k=top_k)
+    return ids.astype(np.int64)
 
 
 def next_tokens(logits, temperature, top_k=None):
@@ -186,11 +203,16 @@ def next_tokens(logits, temperature, top_k=None):
     them when top_k is None; a logit tied with the k-th largest is kept too, as in nanoGPT)."""
     if temperature == 0:
         return logits.argmax(axis=-1)                                   # (B,)
-    logits = logits.astype(np.float64) / temperature                    # (B, V)
+    logits = logits.astype(np.float64)                                  # (B, V)
     if top_k is not None and top_k < logits.shape[-1]:
         kth_largest = np.sort(logits, axis=-1)[:, -top_k, None]         # (B, 1)
         logits = np.where(logits < kth_largest, -np.inf, logits)        # (B, V)
-    weights = np.exp(logits - logits.max(axis=-1, keepdims=True))       # (B, V), unnormalised
+    # exp((logits - max) / temperature): the softmax's numerator, over the same denominator for
+    # every token. Subtracting the max before dividing keeps the largest at exp(0) = 1 for any
+    # temperature; a tiny one sends the others to -inf (weight 0): the argmax, as it should.
+    with np.errstate(over="ignore"):
+        scaled = (logits - logits.max(axis=-1, keepdims=True)) / temperature     # (B, V) <= 0
+    weights = np.exp(scaled)                                            # (B, V), unnormalised
     cumulative = weights.cumsum(axis=-1)                                # (B, V)
     # inverse transform sampling: a uniform number u in [0, total), and the first token whose
     # cumulative weight exceeds it (a token of weight 0 can never be that one)

@@ -83,22 +83,29 @@ class Cumsum(Function):
 
     Why: a_j is a term of every out_i with i >= j, each with weight 1. So backward flips grad
     along the axis, takes the running sum, and flips it back.
+
+    A 0-d tensor is its own running sum, along axis 0 or -1, as in PyTorch: forward and backward
+    see it as a vector of one element (`np.atleast_1d`).
     """
 
     saves_arrays = False
 
     def forward(self, a, axis):
         self.saved = (axis,)
-        return np.cumsum(a, axis=axis)
+        return np.cumsum(np.atleast_1d(a), axis=axis).reshape(a.shape)
 
     def backward(self, grad):
         axis, = self.saved
-        return (np.flip(np.cumsum(np.flip(grad, axis), axis=axis), axis),)
+        grad_1d = np.atleast_1d(grad)
+        return (np.flip(np.cumsum(np.flip(grad_1d, axis), axis=axis), axis).reshape(grad.shape),)
 
     def check(self, a, axis):
         if isinstance(axis, bool) or not isinstance(axis, INTEGERS):
             raise TypeError(f"axis must be an int, got {axis!r}")
-        check_axes((axis,), a.ndim, f"axis {axis}")
+        if a.ndim == 0 and axis not in (0, -1):
+            raise ValueError(f"axis {axis} is out of range for a 0-d tensor (0 or -1)")
+        if a.ndim > 0:
+            check_axes(None, (axis,), a.ndim, f"axis {axis}")
 
 
 def normalize_axes(axis, ndim):
@@ -108,7 +115,7 @@ def normalize_axes(axis, ndim):
     axes = (axis,) if isinstance(axis, INTEGERS) else axis
     if not isinstance(axes, (tuple, list)) or not all(isinstance(a, INTEGERS) for a in axes):
         raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
-    check_axes(axes, ndim, f"axis {axis}")
+    check_axes(None, axes, ndim, f"axis {axis}")
     return tuple(sorted(int(a) % ndim for a in axes))
 
 

@@ -82,6 +82,7 @@ OP_CASES = [
          lambda a: a.max(axis=(0, 2), keepdims=True), ((2, 3, 4),)),
     # running sums
     OpCase("cumsum 1-d", lambda a: a.cumsum(0), lambda a: np.cumsum(a, axis=0), ((5,),)),
+    OpCase("cumsum 0-d", lambda a: a.cumsum(-1), lambda a: a.copy(), ((),)),
     OpCase("cumsum axis 0", lambda a: a.cumsum(0), lambda a: np.cumsum(a, axis=0), ((2, 3, 4),)),
     OpCase("cumsum axis 1", lambda a: a.cumsum(1), lambda a: np.cumsum(a, axis=1), ((2, 3, 4),)),
     OpCase("cumsum axis -1", lambda a: a.cumsum(-1), lambda a: np.cumsum(a, axis=-1),
