@@ -145,23 +145,9 @@ class Module:
     def save(self, path):
         """Save the parameters in the file `path`, under exactly that name (no extension is added,
         so `load(path)` finds it), as a NumPy .npz archive of arrays named as in `state_dict()`.
-
-        The archive is written under a temporary name in the same folder, then renamed to `path`:
-        a save that fails leaves no half-written file, and an earlier file at `path` as it was.
+        A save that fails leaves no half-written file (`write_checkpoint`).
         """
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"save: there is no folder {folder!r} to save {path!r} in")
-        temporary = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(temporary, "wb") as file:
-                np.savez(file, **self.state_dict())
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-            raise
+        write_checkpoint(path, self.state_dict())
 
     def load(self, path):
         """Load the parameters from a file written by `save`; returns self. A file that is not
@@ -187,9 +173,32 @@ class Module:
         return ""
 
 
+def write_checkpoint(path, arrays):
+    """Write {name: array} to the file `path` as a NumPy .npz archive, which `read_checkpoint`
+    reads back (arrays of numbers or of strings: nothing that needs pickle).
+
+    The archive is written under a temporary name in the same folder, then renamed to `path`:
+    a write that fails leaves no half-written file, and an earlier file at `path` as it was.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"save: there is no folder {folder!r} to save {path!r} in")
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
 def read_checkpoint(path):
-    """{name: array} from a checkpoint file written by `Module.save`, or a clear error saying why
-    the file is not one (NumPy's own messages speak of pickles and zip internals)."""
+    """{name: array} from a file written by `write_checkpoint` (`Module.save` writes one), or a
+    clear error saying why the file is not one (NumPy's own messages speak of pickles and zip
+    internals)."""
     not_a_checkpoint = f"load: {path!r} is not a tinyattn checkpoint"
     try:
         file = open(path, "rb")
