@@ -84,15 +84,15 @@ README_ENTRY = """\
    one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
    scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
    reaches {target_accuracy:.0%} held-out accuracy at step {scaled_256_steps_to_learn}, the
-   unscaled one at step {unscaled_256_steps_to_learn}, with a much noisier loss; at head size
-   {control_head_dim} (the control) they take {scaled_32_steps_to_learn} and
-   {unscaled_32_steps_to_learn} steps. The unscaled scores also
-   underflow float32: after training, {unscaled_256_zero_weights:.0%} of the unscaled model's
-   attention weights are exactly 0, so their gradient is 0 too, and
-   {unscaled_256_subnormal_weights:.0%} are subnormal (scaled: {scaled_256_zero_weights:.0%} and
-   {scaled_256_subnormal_weights:.0%}). Timed in turns on the machine that made this list, a
-   forward and backward pass took {unscaled_256_ms_per_step:.0f} ms unscaled and
-   {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo says so.
+   unscaled one at step {unscaled_256_steps_to_learn} (the picture shows both loss curves); at
+   head size {control_head_dim} (the control) they take {scaled_32_steps_to_learn} and
+   {unscaled_32_steps_to_learn} steps. The unscaled scores also underflow float32: after
+   training, {unscaled_256_zero_weights:.0%} of the unscaled model's attention weights are exactly
+   0, so their gradient is 0 too, and {unscaled_256_subnormal_weights:.0%} are subnormal (scaled:
+   {scaled_256_zero_weights:.0%} and {scaled_256_subnormal_weights:.0%}). Timed in turns on the
+   machine that made this list, a forward and backward pass took {unscaled_256_ms_per_step:.0f} ms
+   unscaled and {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo
+   says so.
 
    ![loss and accuracy curves, scaled and unscaled](docs/pictures/scaling_in_training.png)"""
 
