@@ -7,8 +7,8 @@ chain rule written out by hand, and by central finite differences -- and that al
 
 It prints dL/dx and the first row of dL/dW from each of the three, and the largest difference
 between tinyattn and the other two. It draws no picture and writes no file (like every demo it
-accepts an output folder and `--quick`, which change nothing here). It runs in 0.4-0.7 s,
-Python's start included, on a busy 2-core machine.
+accepts an output folder and `--quick`, which change nothing here). Its full run's time, as
+`demos/regenerate.py` measured it, ends its entry in the README.
 
 The expression, for a vector x and a matrix W:
 

@@ -9,8 +9,8 @@ graphs: a small MLP with its loss, one attention head written out by hand, and o
 
 It prints how many op nodes and leaves each graph has, and the norm of the key bias's gradient.
 The pictures (SVG, and a PNG of the attention head) need Graphviz's `dot` program; without it the
-demo writes the `.dot` sources and says how to install `dot`. `--quick` changes nothing here:
-the demo runs in about a second (0.8-1.2 s on a busy 2-core machine).
+demo writes the `.dot` sources and says how to install `dot`. `--quick` changes nothing here.
+Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
 
 One attention head, in the notation of "Attention Is All You Need":
 

@@ -12,8 +12,8 @@ What it shows, in four steps printed as they run:
     python demos/03_gradcheck_walkthrough.py [output folder] [--quick]
 
 It draws `gradcheck_eps.png` (error against eps) when matplotlib is installed. `--quick` tries
-fewer step sizes. The full run used 1.6-2.5 s of processor time, and took 4-5 s on a busy 2-core
-machine.
+fewer step sizes. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in
+the README.
 
 The check rests on one scalar. For a function f and a fixed random v shaped like f's output, take
 

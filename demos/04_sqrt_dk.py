@@ -4,14 +4,17 @@ What it shows: with random queries and keys, the unscaled scores q . k grow like
 softmax turns almost one-hot, and the gradient it lets through collapses by orders of magnitude;
 divided by sqrt(d_k), the scores keep a standard deviation of 1 and the gradient stays the same at
 every width. It also shows what does not vanish. Every number is measured by tinyattn's backward
-pass through `F.scaled_dot_product_attention`, scaled (the default, 1/sqrt(d_k)) and unscaled
-(`scale=1.0`).
+pass through attention, scaled (1/sqrt(d_k), `F.scaled_dot_product_attention`'s default) and
+unscaled (scale 1). The attention is written out in three lines, as
+`F.scaled_dot_product_attention` computes it (tests/test_demo_04_sqrt_dk.py checks that they
+agree), so that the scores and the weights are tensors of their own, which keep their gradients
+when asked to (`retain_grad()`).
 
     python demos/04_sqrt_dk.py [output folder] [--quick]
 
 It prints two tables and draws `sqrt_dk.png` in the output folder when matplotlib is installed.
-`--quick` sweeps fewer widths (16 ... 1024); the full sweep (4 ... 4096) used 1.6-2.9 s of
-processor time with BLAS on one thread, and took 4-6 s on a busy 2-core machine.
+`--quick` sweeps fewer widths (16 ... 1024) than the full sweep (4 ... 4096). Its full run's
+time, as `demos/regenerate.py` measured it, ends its entry in the README.
 
 Why the scores grow: q . k = q_1 k_1 + ... + q_dk k_dk is a sum of d_k independent products, each
 of mean 0 and variance 1 when q and k have unit-variance entries, so its variance is d_k and its
@@ -40,6 +43,8 @@ unsaturated ones included. So without the scale the gradient does not just shrin
 the few rows that happen not to be saturated while the others get almost nothing, which no single
 learning rate suits.
 """
+import math
+
 import numpy as np
 
 import demo_tools
@@ -52,17 +57,17 @@ KEY_DIMS_FULL = [4, 16, 64, 256, 1024, 4096]
 KEY_DIMS_QUICK = [16, 64, 256, 1024]
 SATURATED = 1e-3          # a row passing less than this share of its gradient is saturated
 SCALINGS = {"scaled": None, "unscaled": 1.0}    # scale=None means 1/sqrt(d_k)
-COMPARED = ("median_ratio", "query_grad_typical_row", "key_grad_typical_row", "query_grad_total",
-            "key_grad_total", "value_grad_total")   # the second table: unscaled / scaled
+COMPARED = ("median_ratio", "query_grad_typical_row", "key_grad_typical_row",
+            "query_grad_total", "key_grad_total", "value_grad_total")   # table 2: unscaled / scaled
 
 README_ENTRY = """\
 4. [`04_sqrt_dk.py`](demos/04_sqrt_dk.py) — **the main demo.** Random unit-variance queries and
-   keys of width d_k = 4 … 4096, attention with and without the 1/√d_k scale, a random upstream
-   gradient backpropagated by tinyattn. Scaled, the share of gradient the softmax lets through
-   (median over rows of ‖dL/dscores‖ / ‖dL/dweights‖) stays between {scaled_ratio_min:.1e} and
-   {scaled_ratio_max:.1e} at every width; unscaled, the scores' std grows like √d_k
-   ({score_std_unscaled_1024:.0f} at d_k = 1024), the weights turn one-hot and the ratio collapses
-   to {median_ratio_unscaled_1024:.1e} at d_k = 1024
+   keys of width d_k = {smallest_key_dim} … {largest_key_dim}, attention with and without the
+   1/√d_k scale, a random upstream gradient backpropagated by tinyattn. Scaled, the share of
+   gradient the softmax lets through (median over rows of ‖dL/dscores‖ / ‖dL/dweights‖) stays
+   between {scaled_ratio_min:.1e} and {scaled_ratio_max:.1e} at every width; unscaled, the scores'
+   std grows like √d_k ({score_std_unscaled_1024:.0f} at d_k = 1024), the weights turn one-hot and
+   the ratio collapses to {median_ratio_unscaled_1024:.1e} at d_k = 1024
    ({median_ratio_unscaled_over_scaled_1024:.0e} times the scaled one,
    {saturated_fraction_unscaled_1024:.0%} of rows saturated) and
    {median_ratio_unscaled_4096:.0e} at 4096. What does not vanish: the gradient to the values
@@ -72,22 +77,6 @@ README_ENTRY = """\
    {query_grad_typical_row_unscaled_over_scaled_1024:.2f}× the scaled gradient.
 
    ![gradient through the softmax against d_k, scaled and unscaled](docs/pictures/sqrt_dk.png)"""
-
-
-def path_back_to_softmax(output):
-    """The graph nodes from `output` back to the first softmax: [output's node, ..., softmax].
-
-    Every tensor an op makes has a node (`tensor._node`) naming the op (`node.name`) and listing
-    the nodes of its inputs (`node.parents`; None for a constant). Walking those parents
-    breadth-first from the output finds the softmax without assuming where in the graph it sits.
-    """
-    paths = [[output._node]]
-    while paths:
-        path = paths.pop(0)
-        if path[-1].name == "softmax":
-            return path
-        paths.extend(path + [parent] for parent in path[-1].parents if parent is not None)
-    raise ValueError("there is no softmax in the graph that produced this tensor")
 
 
 def random_inputs(key_dim):
@@ -108,17 +97,21 @@ def row_norms(array):
     return np.linalg.norm(array, axis=-1)
 
 
-def measure(query, key, value, upstream, scale):
-    """One forward and backward pass through attention: (what the gradients say, the path from
-    the output back to the softmax)."""
-    query_t, key_t, value_t = (ta.tensor(x, requires_grad=True) for x in (query, key, value))
-    with ta.retain_grads():       # every op output keeps its .grad, not only the leaves
-        output = F.scaled_dot_product_attention(query_t, key_t, value_t, scale=scale)  # (B,H,L,Ev)
-    output.backward(upstream)
+def attention(query, key, value, scale):
+    """(output, scores, weights): attention as F.scaled_dot_product_attention computes it."""
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.mT) * scale                 # (B, H, L, S)
+    weights = F.softmax(scores, axis=-1)              # (B, H, L, S)
+    return weights @ value, scores, weights           # (B, H, L, Ev), ...
 
-    path = path_back_to_softmax(output)
-    weights = path[-1].output                 # (B, H, L, S) the softmax's output
-    scores = path[-1].parents[0].output       # (B, H, L, S) the softmax's input
+
+def measure(query, key, value, upstream, scale):
+    """One forward and backward pass through attention: what the gradients say."""
+    query_t, key_t, value_t = (ta.tensor(x, requires_grad=True) for x in (query, key, value))
+    output, scores, weights = attention(query_t, key_t, value_t, scale)
+    scores.retain_grad()          # an op's output keeps .grad only when asked, as in PyTorch
+    weights.retain_grad()
+    output.backward(upstream)
     ratio = row_norms(scores.grad) / row_norms(weights.grad)     # (B, H, L) one per query row
     return {
         "score_std": float(scores.data.std()),
@@ -130,33 +123,34 @@ def measure(query, key, value, upstream, scale):
         "query_grad_total": float(np.linalg.norm(query_t.grad)),
         "key_grad_total": float(np.linalg.norm(key_t.grad)),
         "value_grad_total": float(np.linalg.norm(value_t.grad)),
-    }, path
+    }
 
 
 def sweep(key_dims):
-    """{d_k: {"scaled": measurements, "unscaled": measurements}} on the same inputs per d_k, and
-    the last path back to the softmax."""
+    """{d_k: {"scaled": measurements, "unscaled": measurements}} on the same inputs per d_k."""
     results = {}
     for key_dim in key_dims:
         inputs = random_inputs(key_dim)
-        results[key_dim] = {}
-        for name, scale in SCALINGS.items():
-            results[key_dim][name], path = measure(*inputs, scale)
-    return results, path
+        results[key_dim] = {name: measure(*inputs, scale) for name, scale in SCALINGS.items()}
+    return results
 
 
 def flat(results):
     """The numbers main returns: `median_ratio_unscaled_1024`, ...,
     `median_ratio_unscaled_over_scaled_1024`, ..., and what the sweep concludes."""
-    numbers = {f"{name}_{scaling}_{key_dim}": value for key_dim, by_scaling in results.items()
-               for scaling, measured in by_scaling.items() for name, value in measured.items()}
-    numbers.update({f"{name}_unscaled_over_scaled_{key_dim}":
-                    by_scaling["unscaled"][name] / by_scaling["scaled"][name]
-                    for key_dim, by_scaling in results.items() for name in COMPARED})
+    numbers = {"smallest_key_dim": min(results), "largest_key_dim": max(results)}
+    for key_dim, by_scaling in results.items():
+        for scaling, measured in by_scaling.items():
+            for name, value in measured.items():
+                numbers[f"{name}_{scaling}_{key_dim}"] = value
+        for name in COMPARED:
+            numbers[f"{name}_unscaled_over_scaled_{key_dim}"] = (by_scaling["unscaled"][name]
+                                                                 / by_scaling["scaled"][name])
     scaled_ratios = [by_scaling["scaled"]["median_ratio"] for by_scaling in results.values()]
-    numbers.update(scaled_ratio_min=min(scaled_ratios), scaled_ratio_max=max(scaled_ratios),
-                   onset_key_dim=next((key_dim for key_dim in results if numbers[
-                       f"median_ratio_unscaled_over_scaled_{key_dim}"] < 0.5), None))
+    numbers.update(scaled_ratio_min=min(scaled_ratios), scaled_ratio_max=max(scaled_ratios))
+    onsets = [key_dim for key_dim in results     # unscaled passes under half the scaled ratio
+              if numbers[f"median_ratio_unscaled_over_scaled_{key_dim}"] < 0.5]
+    numbers["onset_key_dim"] = onsets[0] if onsets else None
     return numbers
 
 
@@ -217,11 +211,7 @@ def main(argv=None):
     print(f"Attention on random unit-variance queries and keys: batch {BATCH}, {HEADS} heads, "
           f"{QUERIES} queries, {KEYS} keys,\nvalues of width {VALUE_DIM}, a random upstream "
           f"gradient; d_k = {', '.join(map(str, key_dims))}, each scaled and unscaled.")
-    results, path = sweep(key_dims)
-    scores_node = path[-1].parents[0]
-    print("\nThe graph walked back from the output to the softmax, whose input (made by "
-          f"{scores_node.name}) is the scores:\n  "
-          + " <- ".join(f"{node.name} {node.shape}" for node in [*path, scores_node]))
+    results = sweep(key_dims)
     numbers = flat(results)
     print_tables(results, numbers)
     picture = plot(results, args.output / "sqrt_dk.png")

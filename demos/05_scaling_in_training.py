@@ -9,9 +9,8 @@ loss and accuracy of both runs, and a summary of both head sizes; it draws both 
     python demos/05_scaling_in_training.py [output folder] [--quick]
 
 The picture is `scaling_in_training.png` in the output folder (when matplotlib is installed).
-The full run used 20-31 s of processor time with BLAS on one thread (roughly its run time on an
-idle machine); on a 2-core machine kept busy by other work (load 6-7) it took 43-71 s, and 58 s
-with demo 6 running at the same time. `--quick` trains for 30 steps only.
+`--quick` trains for 30 steps only. Its full run's time, as `demos/regenerate.py` measured it,
+ends its entry in the README.
 
 The task, associative recall. The model sees 12 (key, value) pairs, then is asked for one key and
 must answer that key's value:
@@ -59,7 +58,7 @@ step": the median of 20 passes, the two models taking turns so that a busy machi
 alike): identical work, only the numbers differ. Close times mean that this processor handles
 subnormal numbers at full speed.
 """
-import time
+import statistics
 
 import numpy as np
 
@@ -67,6 +66,7 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
+from tinyattn.tools.bench.timing import interleaved
 
 SEED = 0
 NUM_KEYS, NUM_VALUES, NUM_PAIRS = 32, 32, 12
@@ -81,17 +81,18 @@ TIMED_PASSES = {"full": 20, "quick": 3}    # forward and backward passes timed p
 
 README_ENTRY = """\
 5. [`05_scaling_in_training.py`](demos/05_scaling_in_training.py) — the same effect in training:
-   one attention head learns associative recall (12 key-value pairs, then a question), scaled and
-   unscaled, from the same initial weights. At head size 256 the scaled model reaches 90% held-out
-   accuracy at step {scaled_256_steps_to_learn}, the unscaled one at step
-   {unscaled_256_steps_to_learn}, with a much noisier loss; at head size 32 (the control) they take
-   {scaled_32_steps_to_learn} and {unscaled_32_steps_to_learn} steps. The unscaled scores also
-   underflow float32: after training, {unscaled_256_zero_weights:.0%} of the unscaled model's
-   attention weights are exactly 0, so their gradient is 0 too, and
-   {unscaled_256_subnormal_weights:.0%} are subnormal (scaled: {scaled_256_zero_weights:.0%} and
-   {scaled_256_subnormal_weights:.0%}). Timed in turns on the machine that made this list, a
-   forward and backward pass took {unscaled_256_ms_per_step:.0f} ms unscaled and
-   {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo says so.
+   one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
+   scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
+   reaches {target_accuracy:.0%} held-out accuracy at step {scaled_256_steps_to_learn}, the
+   unscaled one at step {unscaled_256_steps_to_learn} (the picture shows both loss curves); at
+   head size {control_head_dim} (the control) they take {scaled_32_steps_to_learn} and
+   {unscaled_32_steps_to_learn} steps. The unscaled scores also underflow float32: after
+   training, {unscaled_256_zero_weights:.0%} of the unscaled model's attention weights are exactly
+   0, so their gradient is 0 too, and {unscaled_256_subnormal_weights:.0%} are subnormal (scaled:
+   {scaled_256_zero_weights:.0%} and {scaled_256_subnormal_weights:.0%}). Timed in turns on the
+   machine that made this list, a forward and backward pass took {unscaled_256_ms_per_step:.0f} ms
+   unscaled and {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo
+   says so.
 
    ![loss and accuracy curves, scaled and unscaled](docs/pictures/scaling_in_training.png)"""
 
@@ -123,9 +124,8 @@ class RecallModel(nn.Module):
         pairs = self.key_embedding(keys) + self.value_embedding(values)            # (B, n, E)
         unknown = np.full((B, 1), UNKNOWN)
         asked = self.key_embedding(question[:, None]) + self.value_embedding(unknown)  # (B, 1, E)
-        attended, weights = self.attention(self.norm(asked), self.norm(pairs))
-        #                                                           # (B, 1, E), (B, H, 1, n)
-        return self.readout(attended[:, 0]), weights                # (B, NUM_VALUES), ...
+        attended, weights = self.attention(self.norm(asked), self.norm(pairs))  # (B, 1, E), ...
+        return self.readout(attended[:, 0]), weights        # (B, NUM_VALUES), (B, H, 1, n)
 
 
 def recall_score(model, batch):
@@ -155,18 +155,21 @@ def weight_stats(model, held_out):
             "zero_weights": float((weights == 0).mean())}
 
 
+def forward_backward(model):
+    """One training pass of `model` on a batch, without the optimizer's step: what is timed."""
+    def run(batch):
+        loss, _ = recall_score(model, batch)
+        model.zero_grad()
+        loss.backward()
+    return run
+
+
 def milliseconds_per_step(models, batch, passes):
     """The median time of one forward and backward pass of each model on the same batch; the
     models take turns, so that a busy machine slows them alike."""
-    times = {name: [] for name in models}
-    for _ in range(passes):
-        for name, model in models.items():
-            start = time.perf_counter()
-            loss, _ = recall_score(model, batch)
-            model.zero_grad()
-            loss.backward()
-            times[name].append(time.perf_counter() - start)
-    return {name: 1e3 * float(np.median(seconds)) for name, seconds in times.items()}
+    times = interleaved({name: forward_backward(model) for name, model in models.items()},
+                        [batch], passes)
+    return {name: 1e3 * statistics.median(seconds) for name, seconds in times.items()}
 
 
 def compare(head_dim, held_out, settings, passes):
@@ -250,8 +253,8 @@ def main(argv=None):
         [[str(step), f"{scaled['held_out_loss'][i]:.3f}", f"{unscaled['held_out_loss'][i]:.3f}",
           f"{scaled['held_out_accuracy'][i]:.1%}", f"{unscaled['held_out_accuracy'][i]:.1%}"]
          for i, step in enumerate(scaled["checkpoints"])])
-    runs = [(head_dim, name, run) for head_dim, by_name in comparisons.items()
-            for name, run in by_name.items()]
+    every_run = [(head_dim, name, run) for head_dim, by_name in comparisons.items()
+                 for name, run in by_name.items()]
     print("\nBoth head sizes ('top weight': the mean largest attention weight of a held-out "
           "question):")
     demo_tools.print_table(
@@ -260,7 +263,7 @@ def main(argv=None):
         [[str(head_dim), name, f"{run['top_weight_start']:.0%}",
           f"> {settings['steps']}" if run["steps_to_learn"] is None else str(run["steps_to_learn"]),
           f"{run['final_loss']:.3f}", f"{run['final_accuracy']:.1%}"]
-         for head_dim, name, run in runs])
+         for head_dim, name, run in every_run])
     print(f"\nAfter training: the held-out attention weights, and the median time of {passes} "
           "forward and backward\npasses of each trained model on one batch (the models taking "
           "turns):")
@@ -268,8 +271,9 @@ def main(argv=None):
         ["head_dim", "scores", "top weight", "subnormal weights", "zero weights", "ms per step"],
         [[str(head_dim), name, f"{run['top_weight']:.0%}", f"{run['subnormal_weights']:.1%}",
           f"{run['zero_weights']:.1%}", f"{run['ms_per_step']:.1f}"]
-         for head_dim, name, run in runs])
-    numbers = {"dtype": scaled["dtype"]}
+         for head_dim, name, run in every_run])
+    numbers = {"dtype": scaled["dtype"], "num_pairs": NUM_PAIRS, "head_dim": HEAD_DIM,
+               "control_head_dim": CONTROL_HEAD_DIM, "target_accuracy": TARGET_ACCURACY}
     for head_dim, runs in comparisons.items():
         numbers[f"first_to_learn_{head_dim}"] = verdict(runs)
         print(f"head_dim {head_dim}: first to {TARGET_ACCURACY:.0%} held-out accuracy: "

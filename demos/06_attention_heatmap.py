@@ -7,11 +7,10 @@ examples, of where each head looks and whether that is where the task needs it t
 
     python demos/06_attention_heatmap.py [output folder] [--quick]
 
-The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed). The
-full run used 9-14 s of processor time with BLAS on one thread (roughly its run time on an idle
-machine); on a 2-core machine kept busy by other work (load 6-7) it took 22-33 s, and 36 s with
-demo 5 running at the same time (and 183 s with BLAS free to use both cores' threads: small
-products gain nothing from threads that wait for a core). `--quick` trains for 80 steps.
+The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed).
+`--quick` trains for 80 steps. BLAS runs on one thread: these small products gain nothing from
+threads that wait for a core on a busy machine. The README's entry for this demo ends with its
+full run's time, as `demos/regenerate.py` measured it.
 
 The task: 8 digits, a separator "|", then the same digits backwards.
 
@@ -53,11 +52,11 @@ ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digi
 MIRROR_KEYS = 2 * LENGTH - 1 - ANSWER_QUERIES          # the key each of them needs
 
 README_ENTRY = """\
-6. [`06_attention_heatmap.py`](demos/06_attention_heatmap.py) — a two-layer causal transformer
-   learns to reverse 8 digits ({accuracy:.0%} held-out accuracy); its per-head attention weights on
-   one held-out example, with the key each answer needs circled. Over all {held_out} held-out
-   examples, the second layer's heads put their largest weight on the mirrored position for
-   {L2H1_mirror:.0%} and {L2H2_mirror:.0%} of the answers, the first layer's for
+6. [`06_attention_heatmap.py`](demos/06_attention_heatmap.py) — a {num_layers}-layer causal
+   transformer learns to reverse {length} digits ({accuracy:.0%} held-out accuracy); its per-head
+   attention weights on one held-out example, with the key each answer needs circled. Over all
+   {held_out} held-out examples, the second layer's heads put their largest weight on the mirrored
+   position for {L2H1_mirror:.0%} and {L2H2_mirror:.0%} of the answers, the first layer's for
    {L1H1_mirror:.0%} and {L1H2_mirror:.0%}.
 
    ![attention weights per layer and head](docs/pictures/attention_heatmap.png)"""
@@ -87,16 +86,10 @@ def where_heads_look(weights):
         top_keys = layer_weights[:, :, ANSWER_QUERIES, :].argmax(axis=-1)   # (B, H, L)
         for head in range(layer_weights.shape[1]):
             top = top_keys[:, head]                                 # (B, L)
-            kinds = {"mirror": top == MIRROR_KEYS, "beside_mirror": abs(top - MIRROR_KEYS) == 1,
-                     "separator": top == LENGTH,
-                     "itself": top == ANSWER_QUERIES, "previous": top == ANSWER_QUERIES - 1}
-            counted = np.zeros(top.shape, dtype=bool)
-            share = {}
-            for kind, fits in kinds.items():
-                share[kind] = float((fits & ~counted).mean())
-                counted |= fits
-            share["other"] = float((~counted).mean())
-            shares[f"L{layer + 1}H{head + 1}"] = share
+            shares[f"L{layer + 1}H{head + 1}"] = demo_tools.first_fit_shares({
+                "mirror": top == MIRROR_KEYS, "beside_mirror": abs(top - MIRROR_KEYS) == 1,
+                "separator": top == LENGTH, "itself": top == ANSWER_QUERIES,
+                "previous": top == ANSWER_QUERIES - 1})
     return shares
 
 
@@ -174,6 +167,7 @@ def main(argv=None):
     demo_tools.print_table(["head"] + kinds, [[head] + [f"{share[kind]:.0%}" for kind in kinds]
                                               for head, share in shares.items()])
     numbers = {"accuracy": curves["held_out_accuracy"][-1], "held_out": HELD_OUT,
+               "length": LENGTH, "num_layers": NUM_LAYERS,
                "largest_row_sum_error": max(float(np.abs(layer_weights.sum(axis=-1) - 1).max())
                                             for layer_weights in weights),
                "largest_weight_on_a_later_key": max(float(np.triu(layer_weights, k=1).max())

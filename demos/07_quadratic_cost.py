@@ -21,10 +21,14 @@ largest lengths each one ran at, say how the cost grows: 2 is quadratic, 1 linea
 skipped where its peak, predicted from the bytes per L^2 it needed at the largest length it ran
 at, would pass a memory budget of 2.5 GiB, and the tables say so.
 
-Then, on the same inputs at L = 1024, what each computes: flash gives plain attention's output
-and gradients to ~1e-15; the sliding window and linear attention give other functions (how far
-their outputs are from plain causal attention's, and how much of each query's plain attention
-weight falls outside the window). Last, a picture of attention patterns, drawn from the masks of
+Then, on the same inputs at L = 1024, what each computes, against plain causal attention. Flash
+attention is plain attention computed in another order: its differences are rounding. The
+sliding window is plain attention for the first w queries, whose keys all lie in their window;
+each later query loses the part of its plain attention weight that falls outside the window
+(random queries and keys spread their weight over every key they see), and the demo measures how
+much that is. Linear attention weighs the values by phi(q) . phi(k) instead of exp(q . k):
+another function altogether. Both are models of their own, trained as such, not approximations
+of plain attention. Last, a picture of attention patterns, drawn from the masks of
 `tinyattn/functional/sparse_patterns.py`: full, causal, local (the sliding window's band),
 strided (Sparse Transformer) and global (Longformer).
 
@@ -32,11 +36,10 @@ strided (Sparse Transformer) and global (Longformer).
 
 It draws `quadratic_cost.png` and `attention_patterns.png` in the output folder. BLAS runs on one
 thread. `--quick` measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so
-that the skip shows there too (a few seconds). The full run took 200 s here, 105 s of processor
-time (a 2-core machine shared with other jobs).
+that the skip shows there too (a few seconds). Its full run's time, as `demos/regenerate.py`
+measured it, ends its entry in the README.
 """
 import statistics
-import textwrap
 import time
 
 import numpy as np
@@ -44,7 +47,8 @@ import numpy as np
 import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools.bench.long_attention import attention_inputs, forward_backward
+from tinyattn.tools.bench.long_attention import (attention_inputs, flash_run, linear_run,
+                                                  sdpa_run, sliding_run, variant_names)
 from tinyattn.tools.bench.timing import interleaved, median_ratio, peak_memory
 
 WIDTH = 64
@@ -58,19 +62,14 @@ COMPARE_LENGTH = 1024      # where the outputs are compared
 PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
 GIB, MIB = 2 ** 30, 2 ** 20
 
-ATTENTION = {
-    "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-    "flash": lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=FLASH_BLOCK),
-    "sliding": lambda q, k, v: F.sliding_window_attention(q, k, v, window=WINDOW),
-    "linear": lambda q, k, v: F.linear_attention(q, k, v, is_causal=True, chunk_size=CHUNK),
-}
-LABELS = {"plain": "plain SDPA", "flash": f"flash (block {FLASH_BLOCK})",
-          "sliding": f"sliding window (w = {WINDOW})", "linear": f"linear, causal (C = {CHUNK})"}
-RUNS = {name: forward_backward(attend) for name, attend in ATTENTION.items()}   # -> out, grads
+# Each run: (query, key, value, dL/d(output)) -> [output, dL/dquery, dL/dkey, dL/dvalue]
+RUNS = {"plain": sdpa_run, "flash": flash_run(FLASH_BLOCK), "sliding": sliding_run(WINDOW),
+        "linear": linear_run(CHUNK)}
+LABELS = dict(zip(RUNS, ("plain SDPA", *variant_names(FLASH_BLOCK, WINDOW, CHUNK))))
 
 README_ENTRY = """\
 7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
-   of width 64, forward + backward, at L = {smallest_length:,} … {largest_length:,}. Plain
+   of width {width}, forward + backward, at L = {smallest_length:,} … {largest_length:,}. Plain
    attention's peak memory grows as L^{slope_memory_plain:.2f} (the slope on a log-log plot):
    {plain_peak_gib:.1f} GiB at L = {plain_largest_length:,}, and {plain_predicted_gib:.1f} GiB
    predicted at {plain_skipped_from:,}, past the demo's {budget_gib:.3g} GiB budget, so it is
@@ -78,15 +77,15 @@ README_ENTRY = """\
    {flash_max_difference:.0e}, gradients included) in memory growing as
    L^{slope_memory_flash:.2f} ({flash_memory_ratio:.0f}× less than plain at L =
    {plain_largest_length:,}, and {flash_speedup:.1f}× faster), but its time still grows as
-   L^{slope_time_flash:.1f} (plain: L^{slope_time_plain:.1f}). The sliding window (w = 256) and
+   L^{slope_time_flash:.1f} (plain: L^{slope_time_plain:.1f}). The sliding window (w = {window}) and
    causal linear attention grow as L^{slope_time_sliding:.1f} and L^{slope_time_linear:.1f} in
    time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster than plain at L =
    {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
    L^{slope_memory_linear:.2f} in memory, but compute other functions: on random inputs at L =
    {compare_length:,} their outputs are {sliding_relative_error:.0%} and
    {linear_relative_error:.0%} away from plain attention's (relative error), and past the first
-   256 queries, {weight_outside_window_mean:.0%} of a query's plain attention weight lies outside
-   its window on average.
+   {window} queries, {weight_outside_window_mean:.0%} of a query's plain attention weight lies
+   outside its window on average.
 
    ![time and peak memory against L, log-log, with fitted slopes](docs/pictures/quadratic_cost.png)
 
@@ -187,21 +186,14 @@ def print_costs(costs, budget):
 def print_comparison(compared, outside, length):
     print(f"\nWhat they compute: the same random inputs at L = {length:,}, against plain causal "
           "SDPA:\n")
-    rows = [[LABELS[name], f"{c['out']:.1e}", f"{c['grads']:.1e}", f"{c['relative']:.2g}"]
-            for name, c in compared.items()]
+    rows = [[LABELS[name], f"{c['out']:.1e}", f"{c['grads']:.1e}", f"{c['relative']:.2g}",
+             f"{c['first_window']:.1e}"] for name, c in compared.items()]
     demo_tools.print_table(["variant", "max |out - plain|", "max |grad - plain's|",
-                            "||out - plain|| / ||plain||"], rows)
-    print("\n" + textwrap.fill(
-        f"Flash attention is plain attention computed in another order: the differences are "
-        f"rounding. The sliding window is plain attention for the first {WINDOW} queries, whose "
-        f"keys all lie in their window (max difference there: "
-        f"{compared['sliding']['first_window']:.1e}); each later query loses the part of its "
-        f"plain attention weight that falls outside the window: {outside[WINDOW:].mean():.0%} on "
-        f"average over queries {WINDOW} ... {length - 1}, {outside[-1]:.0%} for the last one, "
-        f"since random queries and keys spread their weight over every key they see. Linear "
-        f"attention weighs the values by phi(q) . phi(k) instead of exp(q . k): another "
-        f"function altogether. Both are models of their own, trained as such, not approximations "
-        f"of plain attention.", width=99))
+                            "||out - plain|| / ||plain||", f"first {WINDOW}: max |out - plain|"],
+                           rows)
+    print(f"\nPlain attention weight outside the window (w = {WINDOW}): "
+          f"{outside[WINDOW:].mean():.0%} on average over queries {WINDOW} ... {length - 1}, "
+          f"{outside[-1]:.0%} for the last one.")
 
 
 def plot_costs(costs, budget, path):
@@ -266,7 +258,6 @@ def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
     lengths, budget = settings["lengths"], settings["budget"]
-    start, processor_start = time.perf_counter(), time.process_time()
     blas_threads = demo_tools.blas_threads()
     print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at\nL = "
           f"{', '.join(f'{length:,}' for length in lengths)} (BLAS threads: "
@@ -295,12 +286,9 @@ def main(argv=None):
                             for title, mask in patterns.items()])
     pictures = [plot_costs(costs, budget, args.output / "quadratic_cost.png"),
                 plot_patterns(patterns, args.output / "attention_patterns.png")]
-    seconds = time.perf_counter() - start
-    processor_seconds = time.process_time() - processor_start
     for path in pictures:
         if path is not None:
             print(f"Picture: {path}")
-    print(f"(the whole run: {seconds:.0f} s, {processor_seconds:.0f} s of processor time)")
 
     skipped = [length for length, cost in costs.items() if "plain" not in cost["peaks"]]
     numbers = {
@@ -313,7 +301,7 @@ def main(argv=None):
         "sliding_first_window_max_difference": compared["sliding"]["first_window"],
         "weight_outside_window_mean": float(outside[WINDOW:].mean()),
         "weight_outside_window_last": float(outside[-1]),
-        "seconds": seconds, "processor_seconds": processor_seconds, "blas_threads": blas_threads,
+        "blas_threads": blas_threads, "width": WIDTH, "window": WINDOW,
     }
     for name in RUNS:
         numbers[f"slope_time_{name}"] = slope(costs, name, median_time)

@@ -9,10 +9,9 @@ draws one held-out example: each decoder layer's self-attention next to its cros
 
     python demos/09_cross_attention.py [output folder] [--quick]
 
-The picture is `cross_attention.png` in the output folder (when matplotlib is installed). The full
-run used 28-32 s of processor time with BLAS on one thread (roughly its run time on an idle
-machine); on a 2-core machine kept busy by other work (load 3-6) it took 40-63 s. `--quick` trains
-for 40 steps (a few seconds), enough to learn part of the task.
+The picture is `cross_attention.png` in the output folder (when matplotlib is installed).
+`--quick` trains for 40 steps, enough to learn part of the task. Its full run's time, as
+`demos/regenerate.py` measured it, ends its entry in the README.
 
 The language pair. English-like sources, `[adjective] noun verb [adjective] noun`, each adjective
 there or not; targets in a made-up language with French-looking words, where every adjective
@@ -28,9 +27,14 @@ output, with no mask but the source's padding. So only the cross-attention can s
 source each target word comes from. Training feeds the reference target behind a start token
 (teacher forcing); the held-out sentences, never trained on, are translated greedily
 (`greedy_decode`), one word at a time from the start token.
-"""
-import textwrap
 
+What to look for. A cross-attention head that puts its largest weight on the source word being
+translated, for most target words, has learned the alignment, crossings included. The
+self-attention has no source to look at, only the target written so far; the table shows where
+its heads look instead (the start token, the word itself, the one before). The masks are checked
+on the weights too: no self-attention weight on a later target word, none on source padding, and
+cross-attention rows that sum to 1.
+"""
 import numpy as np
 
 import demo_tools
@@ -60,14 +64,14 @@ BATCH, HELD_OUT, LEARNING_RATE = 64, 500, 3e-3
 FULL = {"steps": 500, "eval_every": 50, "print_every": 100}
 QUICK = {"steps": 40, "eval_every": 20, "print_every": 20}
 HEADS = [f"L{layer + 1}H{head + 1}" for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
-SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")    # where a self-attention row looks
+SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")   # where self-attention rows look
 
 README_ENTRY = """\
 9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
    translation whose word order differs (adjectives after nouns, the verb last), so the alignment
-   crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of them
-   right to the end token ({per_word:.1%} of the words). The second layer's cross-attention heads
-   put their largest weight on the source word being translated for {cross_L2H1:.0%} and
+   crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of
+   them right to the end token ({per_word:.1%} of the words). The second layer's cross-attention
+   heads put their largest weight on the source word being translated for {cross_L2H1:.0%} and
    {cross_L2H2:.0%} of the target words, the first layer's for {cross_L1H1:.0%} and
    {cross_L1H2:.0%}. The heatmaps show each decoder layer's causal self-attention next to its
    cross-attention, on one held-out sentence.
@@ -156,29 +160,23 @@ def greedy_accuracy(model, batch):
 
 def where_heads_look(weights, alignment):
     """Over the target words (the rows with an aligned source word), for each head "L1H1", ...:
-    cross[head], the share whose cross-attention puts its largest weight on the source word they
-    translate; self_[head][kind], the share whose self-attention puts it on the start token, on
-    the query's own position, on the one before, or elsewhere (the first of these that fits)."""
+    cross_attention[head], the share whose cross-attention puts its largest weight on the source
+    word they translate; self_attention[head][kind], the share whose self-attention puts it on the
+    start token, on the query's own position, on the one before, or elsewhere (the first of these
+    that fits)."""
     aligned = alignment >= 0                                            # (B, T)
-    T = alignment.shape[1]
-    queries = np.arange(T)
-    kinds = {"start_token": lambda top: top == 0, "itself": lambda top: top == queries,
-             "previous": lambda top: top == queries - 1}
-    cross, self_ = {}, {}
+    queries = np.arange(alignment.shape[1])                             # (T,)
+    cross_attention, self_attention = {}, {}
     for layer, (self_weights, cross_weights) in enumerate(zip(weights["self"], weights["cross"])):
         for head in range(NUM_HEADS):
             name = f"L{layer + 1}H{head + 1}"
             top_source = cross_weights[:, head].argmax(axis=-1)       # (B, T)
-            cross[name] = float((top_source == alignment)[aligned].mean())
+            cross_attention[name] = float((top_source == alignment)[aligned].mean())
             top_target = self_weights[:, head].argmax(axis=-1)        # (B, T)
-            counted, shares = np.zeros(top_target.shape, dtype=bool), {}
-            for kind, fits in kinds.items():
-                hits = fits(top_target) & ~counted & aligned
-                shares[kind] = float(hits.sum() / aligned.sum())
-                counted |= fits(top_target)
-            shares["elsewhere"] = float((~counted & aligned).sum() / aligned.sum())
-            self_[name] = shares
-    return cross, self_
+            self_attention[name] = demo_tools.first_fit_shares(
+                {"start_token": top_target == 0, "itself": top_target == queries,
+                 "previous": top_target == queries - 1}, counted=aligned, rest="elsewhere")
+    return cross_attention, self_attention
 
 
 def mask_checks(weights, src_mask):
@@ -215,22 +213,7 @@ def print_example(batch, example, written, example_cross):
                            + [f"L{layer + 1}H{head + 1} looks at" for layer, head in heads], rows)
 
 
-def describe(cross, self_, exact, per_word):
-    best = max(cross, key=cross.get)
-    on_start = [shares["start_token"] for shares in self_.values()]
-    text = (f"Greedy translation of {HELD_OUT} held-out sentences: {exact:.1%} right to the end "
-            f"token, {per_word:.1%} of words right at their position. While writing each target "
-            f"word, cross-attention head {best} puts its largest weight on the "
-            f"source word being translated {cross[best]:.0%} of the time"
-            + (": it has learned the alignment, crossings included." if cross[best] >= 0.5 else
-               "; no head follows the alignment closely.")
-            + " The self-attention has no source to look at, only the target written so far: "
-            f"its heads put their largest weight on the start token for {min(on_start):.0%} to "
-            f"{max(on_start):.0%} of the target words.")
-    return textwrap.fill(text, width=98)
-
-
-def plot(batch, example, example_self, example_cross, cross, path):
+def plot(batch, example, example_self, example_cross, cross_attention, path):
     plt = demo_tools.pyplot()
     if plt is None:
         return None
@@ -257,7 +240,8 @@ def plot(batch, example, example_self, example_cross, cross, path):
             axes.set_yticks(range(length), writing)
             axes.set(xlabel="key: source word",
                      title=f"layer {layer + 1}, head {head + 1}: cross-attention\n(largest on "
-                           f"the aligned word: {cross[f'L{layer + 1}H{head + 1}']:.0%} held out)")
+                           f"the aligned word: "
+                           f"{cross_attention[f'L{layer + 1}H{head + 1}']:.0%} held out)")
     figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
     figure.suptitle("Decoder attention on one held-out sentence (rows: the word being written; "
                     "red circles: the source word it translates)")
@@ -282,7 +266,7 @@ def main(argv=None):
         _, weights = model(held_out["src"], held_out["tgt_in"], held_out["src_mask"],
                            return_weights=True)
     weights = {kind: [layer.data for layer in layers] for kind, layers in weights.items()}
-    cross, self_ = where_heads_look(weights, held_out["alignment"])
+    cross_attention, self_attention = where_heads_look(weights, held_out["alignment"])
     checks = mask_checks(weights, held_out["src_mask"])
     example = int(np.argmax(held_out["src_mask"].all(axis=1)))     # one with both adjectives
     example_self = [layer[example] for layer in weights["self"]]        # [(H, T, T)]
@@ -297,16 +281,14 @@ def main(argv=None):
           "weight falls, per target word:")
     demo_tools.print_table(["head", "cross: on the aligned word"]
                            + [f"self: {kind.replace('_', ' ')}" for kind in SELF_KINDS],
-                           [[head, f"{cross[head]:.0%}"]
-                            + [f"{self_[head][kind]:.0%}" for kind in SELF_KINDS]
+                           [[head, f"{cross_attention[head]:.0%}"]
+                            + [f"{self_attention[head][kind]:.0%}" for kind in SELF_KINDS]
                             for head in HEADS])
-    print("\n" + textwrap.fill(
-        "The masks, checked on these weights: the largest self-attention weight on a later "
-        f"target word is {checks['largest_weight_on_a_later_word']:.1e}, the largest "
-        f"cross-attention weight on source padding {checks['largest_weight_on_padding']:.1e}; "
-        f"cross-attention rows sum to 1 within {checks['largest_row_sum_error']:.1e}.", width=98))
-    print("\n" + describe(cross, self_, exact, per_word) + "\n")
-    picture = plot(held_out, example, example_self, example_cross, cross,
+    print("\nThe masks, checked on these weights (self-attention on a later word, cross-attention "
+          "on padding and its rows' sums):")
+    demo_tools.print_table(["check", "measured"], [[name.replace("_", " "), f"{value:.1e}"]
+                                                   for name, value in checks.items()])
+    picture = plot(held_out, example, example_self, example_cross, cross_attention,
                    args.output / "cross_attention.png")
     if picture is not None:
         print(f"heatmaps: {picture}")
@@ -314,8 +296,8 @@ def main(argv=None):
                "per_word": per_word, "teacher_forced_per_word": curves["held_out_accuracy"][-1],
                "held_out_loss_start": curves["held_out_loss"][0],
                "held_out_loss": curves["held_out_loss"][-1], **checks}
-    numbers.update({f"cross_{head}": share for head, share in cross.items()})
-    numbers.update({f"self_{head}_{kind}": shares[kind] for head, shares in self_.items()
+    numbers.update({f"cross_{head}": share for head, share in cross_attention.items()})
+    numbers.update({f"self_{head}_{kind}": shares[kind] for head, shares in self_attention.items()
                     for kind in SELF_KINDS})
     return numbers
 

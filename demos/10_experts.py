@@ -9,10 +9,9 @@ each expert takes at the end.
 
     python demos/10_experts.py [output folder] [--quick]
 
-The picture is `experts.png` in the output folder (when matplotlib is installed). The full run
-used 36-45 s of processor time with BLAS on one thread (roughly its run time on an idle machine);
-on a 2-core machine kept busy by other work (load 3-6) it took 59-82 s. `--quick` trains for 20
-steps (a few seconds).
+The picture is `experts.png` in the output folder (when matplotlib is installed). `--quick`
+trains for 20 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in
+the README.
 
 The data: an endless stream of sentences from a small grammar, one token per word,
 
@@ -23,18 +22,19 @@ verb agrees with its subject ("sees" after a cat, "see" after cats), so the mode
 back to the subject's noun. Many next words are free choices, so the loss cannot reach 0.
 
 What is measured: "load" is an expert's share of the token-to-expert assignments in a training
-batch (1/8 each when balanced; every token makes two). The balance loss is
-8 * sum_e f_e * P_e (f_e: that share; P_e: the mean router probability of expert e): 1 when both
-are uniform, larger when tokens crowd onto few experts. Whatever the numbers show is what is
-printed; the paragraph at the end is written from them.
+batch (1/num_experts each when balanced; every token makes top_k of them). The balance loss is
+num_experts * sum_e f_e * P_e (f_e: that share; P_e: the mean router probability of expert e): 1
+when both are uniform, larger when tokens crowd onto few experts. The tables show the loads over
+training (the first row: the random router before any step, already uneven), and at the end the
+loads over the last tenth of the steps, the losses, the aux loss, how many words send at least
+95% of their occurrences to one same expert (how much the word alone decides its route: the
+router sees the word after attention, so its context too) and how many experts collapsed (ended
+under 1% of the assignments). One seed, one learning rate, a tiny model.
 """
-import textwrap
-
 import numpy as np
 
 import demo_tools
 import tinyattn as ta
-import tinyattn.functional as F
 import tinyattn.nn as nn
 
 SEED = 0
@@ -52,8 +52,9 @@ NUM_EXPERTS, TOP_K = 8, 2
 BALANCE_WEIGHTS = {"without balance loss": 0.0, "with balance loss": 0.01}
 BATCH, HELD_OUT, LEARNING_RATE = 32, 256, 3e-3
 FULL = {"steps": 600, "eval_every": 50, "print_every": 100}
-QUICK = {"steps": 20, "eval_every": 20, "print_every": 10}
+QUICK = {"steps": 20, "eval_every": 10, "print_every": 10}
 COLLAPSED = 0.01            # an expert left with less than 1% of the assignments has collapsed
+ONE_EXPERT = 0.95           # a word sending this share of its occurrences to one expert
 
 README_ENTRY = """\
 10. [`10_experts.py`](demos/10_experts.py) — a language model with {num_experts} feed-forward
@@ -61,8 +62,9 @@ README_ENTRY = """\
     loss (weight {balance_weight}). Without it the busiest expert ends with {load_max_without:.1%}
     of the assignments and the idlest with {load_min_without:.1%}; with it, {load_max_with:.1%} and
     {load_min_with:.1%} (aux_loss {aux_loss_without:.3f} vs {aux_loss_with:.3f}, 1 being perfectly
-    balanced), for a held-out loss of {loss_without:.3f} vs {loss_with:.3f}. {collapse} Tables show
-    which words each expert takes.
+    balanced), for a held-out loss of {loss_without:.3f} vs {loss_with:.3f}. Experts that
+    collapsed (ended below {collapsed_level:.0%} of the assignments): {collapsed_without} without
+    the balance loss, {collapsed_with} with it. Tables show which words each expert takes.
 
     ![loads per expert over training, loss curves, words per expert](docs/pictures/experts.png)"""
 
@@ -120,11 +122,6 @@ class ExpertLanguageModel(nn.Module):
         return self.head(self.ln(x))                                   # (B, T, vocabulary)
 
 
-def language_model_loss(model, ids, targets):
-    logits = model(ids)                                                # (B, T, vocabulary)
-    return F.cross_entropy(logits.reshape(-1, len(WORDS)), targets.reshape(-1))
-
-
 def loads(model):
     """Each expert's share of the last forward's token-to-expert assignments, (NUM_EXPERTS,)."""
     chosen = model.experts.selected_experts
@@ -132,36 +129,23 @@ def loads(model):
 
 
 def train(label, balance_weight, held_out, steps, eval_every, print_every):
-    """Adam on `steps` fresh batches (the same batches for every run); the loss is the
-    language-model loss plus balance_weight * aux_loss. Records, at every step, the language-model
-    loss, the aux loss and the loads, and the held-out loss at each checkpoint."""
+    """demo_tools.train (Adam, the same batches for every run) with balance_weight * aux_loss
+    added to the language-model loss. Records, at every step, the language-model loss, the aux
+    loss and the loads, and the held-out loss at each checkpoint."""
     ta.manual_seed(SEED)                        # the same initial weights for every run
     model = ExpertLanguageModel()
-    optimizer = ta.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    random = np.random.default_rng(SEED)
-    run = {"model": model, "loss": [], "aux_loss": [], "loads": [], "checkpoints": [],
-           "held_out_loss": []}
-    for step in range(steps + 1):
-        if step % eval_every == 0 or step == steps:
-            with ta.no_grad():
-                run["held_out_loss"].append(language_model_loss(model, *held_out).item())
-            run["checkpoints"].append(step)
-        if step == steps:
-            break
-        loss = language_model_loss(model, *text_batch(random, BATCH))
-        aux_loss = model.experts.aux_loss
-        optimizer.zero_grad()
-        (loss + balance_weight * aux_loss if balance_weight else loss).backward()
-        optimizer.step()
-        run["loss"].append(loss.item())
-        run["aux_loss"].append(aux_loss.item())
-        run["loads"].append(loads(model))
-        if (step + 1) % print_every == 0:
-            print(f"  {label:<21} step {step + 1:>4}/{steps}   loss {loss.item():.3f}   "
-                  f"aux_loss {aux_loss.item():.3f}   busiest expert {run['loads'][-1].max():.0%}"
-                  f"   idlest {run['loads'][-1].min():.0%}", flush=True)
-    run["loads"] = np.array(run["loads"])                              # (steps, NUM_EXPERTS)
-    return run
+    routing = {"aux_loss": [], "loads": []}
+
+    def balance(model):
+        routing["aux_loss"].append(model.experts.aux_loss.item())
+        routing["loads"].append(loads(model))
+        return balance_weight * model.experts.aux_loss if balance_weight else None
+
+    curves = demo_tools.train(model, text_batch, demo_tools.sequence_score, held_out, label,
+                              LEARNING_RATE, BATCH, SEED, steps, eval_every, print_every,
+                              after_forward=balance)
+    return dict(curves, model=model, aux_loss=routing["aux_loss"],
+                loads=np.array(routing["loads"]))                      # (steps, NUM_EXPERTS)
 
 
 def words_per_expert(model, ids):
@@ -210,28 +194,10 @@ def final_loads(run):
     return run["loads"][-max(1, len(run["loads"]) // 10):].mean(axis=0)
 
 
-def summary(runs):
-    rows = []
-    for name, run in runs.items():
-        last = final_loads(run)
-        rows.append([name, f"{run['loss'][-1]:.3f}", f"{run['held_out_loss'][-1]:.3f}",
-                     f"{run['aux_loss'][-1]:.3f}", f"{last.max():.1%}", f"{last.min():.1%}"])
-    demo_tools.print_table(["run", "final loss", "held-out loss", "aux_loss",
-                            "busiest expert", "idlest expert"], rows)
-
-
-def words_with_one_expert(counts, share=0.95):
-    """How many words send at least `share` of their occurrences to one same expert."""
+def words_with_one_expert(counts):
+    """How many words send at least ONE_EXPERT of their occurrences to one same expert."""
     occurrences = counts.sum(axis=0) / TOP_K
-    return int(((counts / np.maximum(occurrences, 1)).max(axis=0) >= share).sum())
-
-
-def collapse_note(collapsed_without, collapsed_with):
-    """One sentence on how many experts collapsed (ended below COLLAPSED of the assignments)."""
-    if collapsed_without == collapsed_with == 0:
-        return f"No expert collapsed (fell below {COLLAPSED:.0%} of the assignments) in either run."
-    return (f"Experts that collapsed (ended below {COLLAPSED:.0%} of the assignments): "
-            f"{collapsed_without} without the balance loss, {collapsed_with} with it.")
+    return int(((counts / np.maximum(occurrences, 1)).max(axis=0) >= ONE_EXPERT).sum())
 
 
 def measurements(runs, counts):
@@ -240,42 +206,31 @@ def measurements(runs, counts):
     expert, and the experts that collapsed, per run ("_without", "_with" the balance loss)."""
     without = runs["without balance loss"]
     start = without["loads"][0]                                        # the same in both runs
-    numbers = {"steps": len(without["loss"]), "num_experts": NUM_EXPERTS, "top_k": TOP_K,
+    numbers = {"steps": len(without["train_loss"]), "num_experts": NUM_EXPERTS, "top_k": TOP_K,
                "balance_weight": BALANCE_WEIGHTS["with balance loss"],
-               "start_load_max": float(start.max()), "start_load_min": float(start.min()),
-               "loss_start": without["held_out_loss"][0]}
+               "collapsed_level": COLLAPSED, "start_load_max": float(start.max()),
+               "start_load_min": float(start.min()), "loss_start": without["held_out_loss"][0]}
     for name, suffix in (("without balance loss", "without"), ("with balance loss", "with")):
         run, last = runs[name], final_loads(runs[name])
         numbers.update({f"load_max_{suffix}": float(last.max()),
                         f"load_min_{suffix}": float(last.min()),
                         f"aux_loss_{suffix}": run["aux_loss"][-1],
                         f"loss_{suffix}": run["held_out_loss"][-1],
-                        f"train_loss_{suffix}": run["loss"][-1],
+                        f"train_loss_{suffix}": run["train_loss"][-1],
                         f"words_to_one_expert_{suffix}": words_with_one_expert(counts[name]),
                         f"collapsed_{suffix}": int((last < COLLAPSED).sum())})
-    numbers["collapse"] = collapse_note(numbers["collapsed_without"], numbers["collapsed_with"])
     return numbers
 
 
-def describe(numbers):
-    """A paragraph from the measured numbers."""
-    text = (f"Before the first step the random router already shares the tokens unevenly: "
-            f"{numbers['start_load_max']:.0%} to the busiest expert, "
-            f"{numbers['start_load_min']:.0%} to the idlest (1/{NUM_EXPERTS} = "
-            f"{1 / NUM_EXPERTS:.1%} would be even). Trained on the language-model loss alone, the "
-            f"busiest expert ends with {numbers['load_max_without']:.1%} of the assignments and "
-            f"the idlest with {numbers['load_min_without']:.1%} (mean over the last tenth of the "
-            f"steps); with the balance loss, {numbers['load_max_with']:.1%} and "
-            f"{numbers['load_min_with']:.1%}. The aux loss ends at "
-            f"{numbers['aux_loss_without']:.3f} without and {numbers['aux_loss_with']:.3f} with "
-            f"it (1 is perfectly balanced). The held-out language-model loss ends at "
-            f"{numbers['loss_without']:.3f} without and {numbers['loss_with']:.3f} with the "
-            f"balance loss. How much the word alone decides its route (the router sees the word "
-            f"after attention, so its context too): {numbers['words_to_one_expert_without']} of "
-            f"the {len(WORDS)} words without and {numbers['words_to_one_expert_with']} with the "
-            "balance loss send at least 95% of their occurrences to one same expert. "
-            f"{numbers['collapse']} One seed, one learning rate ({LEARNING_RATE}), a tiny model.")
-    return textwrap.fill(text, width=98)
+def print_summary(numbers):
+    rows = [[f"{name} balance loss", f"{numbers[f'train_loss_{name}']:.3f}",
+             f"{numbers[f'loss_{name}']:.3f}", f"{numbers[f'aux_loss_{name}']:.3f}",
+             f"{numbers[f'load_max_{name}']:.1%}", f"{numbers[f'load_min_{name}']:.1%}",
+             str(numbers[f"collapsed_{name}"]), str(numbers[f"words_to_one_expert_{name}"])]
+            for name in ("without", "with")]
+    demo_tools.print_table(["run", "final loss", "held-out loss", "aux_loss", "busiest expert",
+                            "idlest expert", f"under {COLLAPSED:.0%}",
+                            f"words >= {ONE_EXPERT:.0%} to one"], rows)
 
 
 def plot(runs, counts, path):
@@ -303,8 +258,8 @@ def plot(runs, counts, path):
     figure.colorbar(image, ax=grid[1, :2], shrink=0.8, label="share of the word's occurrences")
     axes = grid[0, 2]
     for (name, run), color in zip(runs.items(), ("tab:red", "tab:blue")):
-        axes.plot(np.arange(1, len(run["loss"]) + 1), run["loss"], color=color, linewidth=0.8,
-                  alpha=0.6, label=f"{name} (training batch)")
+        axes.plot(np.arange(1, len(run["train_loss"]) + 1), run["train_loss"], color=color,
+                  linewidth=0.8, alpha=0.6, label=f"{name} (training batch)")
         axes.plot(run["checkpoints"], run["held_out_loss"], "o-", color=color, markersize=3,
                   label=f"{name} (held out)")
     axes.set(xlabel="step", ylabel="language-model loss (cross-entropy)", title="Loss curves")
@@ -314,7 +269,7 @@ def plot(runs, counts, path):
         axes.plot(np.arange(1, len(run["aux_loss"]) + 1), run["aux_loss"], color=color,
                   linewidth=0.8, label=name)
     axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
-    axes.set(xlabel="step", ylabel="aux_loss = 8 sum_e f_e P_e",
+    axes.set(xlabel="step", ylabel=f"aux_loss = {NUM_EXPERTS} sum_e f_e P_e",
              title="Balance loss (1 = perfectly balanced)")
     axes.legend(fontsize=8)
     return demo_tools.save_figure(figure, path, dpi=100)
@@ -334,14 +289,15 @@ def main(argv=None):
     print("\nLoad per expert (share of a training batch's assignments; even is "
           f"{1 / NUM_EXPERTS:.1%}):")
     load_table(runs, settings["print_every"])
-    print("\nAt the end:")
-    summary(runs)
+    numbers = measurements(runs, counts)
+    print(f"\nAt the end (loads: the mean over the last tenth of the steps; 'under "
+          f"{COLLAPSED:.0%}': the experts that collapsed;\nthe last column: of the {len(WORDS)} "
+          "words, those that send most of their occurrences to one expert):")
+    print_summary(numbers)
     for name in runs:
         print(f"\nWhich words each expert takes, {name} (the {HELD_OUT} held-out rows; each "
               f"occurrence of a word goes to {TOP_K} experts):")
         top_words_table(counts[name])
-    numbers = measurements(runs, counts)
-    print("\n" + describe(numbers) + "\n")
     picture = plot(runs, counts, args.output / "experts.png")
     if picture is not None:
         print(f"loads, losses and word shares: {picture}")

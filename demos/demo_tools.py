@@ -1,5 +1,6 @@
-"""What the demos share: their command line, their tables, matplotlib when it is installed, and
-the training loop of demos 5, 6 and 8.
+"""What the demos share: their command line, their tables, matplotlib when it is installed, the
+training loop of demos 5, 6, 8, 9 and 10 (demo 10 adds its balance loss through `after_forward`),
+and the count of where attention heads look (demos 6 and 9).
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
 directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
@@ -123,15 +124,17 @@ def print_table(headers, rows):
 
 
 def train(model, make_batch, score, held_out, label, learning_rate, batch_size, seed, steps,
-          eval_every, print_every):
+          eval_every, print_every, after_forward=None):
     """Train `model` with Adam on `steps` fresh batches from `make_batch(random, batch_size)`.
 
     `score(model, batch)` gives (loss tensor, accuracy). Before the first step and every
     `eval_every` steps the model is scored on the `held_out` batch, which it never trains on; a
     progress line is printed every `print_every` steps (a multiple of `eval_every`). The batches
     come from a generator seeded with `seed`, so two models trained alike see exactly the same
-    examples in the same order. Returns the training loss of every step and the held-out loss and
-    accuracy at each checkpoint.
+    examples in the same order. `after_forward(model)`, if given, is called after each training
+    step's forward pass; what it returns, unless None, is added to the loss before backward (an
+    auxiliary loss: the training loss recorded stays the score's). Returns the training loss of
+    every step and the held-out loss and accuracy at each checkpoint.
     """
     optimizer = ta.optim.Adam(model.parameters(), lr=learning_rate)
     random = np.random.default_rng(seed)
@@ -151,8 +154,9 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
     checkpoint(0)
     for step in range(1, steps + 1):
         loss, _ = score(model, make_batch(random, batch_size))
+        extra_loss = None if after_forward is None else after_forward(model)
         optimizer.zero_grad()
-        loss.backward()
+        (loss if extra_loss is None else loss + extra_loss).backward()
         optimizer.step()
         curves["train_loss"].append(loss.item())
         if step % eval_every == 0 or step == steps:
@@ -172,3 +176,17 @@ def sequence_score(model, batch, ignore_index=-100):
     accuracy = float((logits.data.argmax(axis=-1) == targets)[answered].mean())
     vocab = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index), accuracy
+
+
+def first_fit_shares(kinds, counted=None, rest="other"):
+    """{kind: the share of the positions that fit it}, each position counted under the first kind
+    it fits, in the order of `kinds` ({kind: booleans}, all of one shape), and under `rest` if it
+    fits none; `counted` (booleans of that shape) limits the shares to those positions."""
+    taken = np.zeros_like(next(iter(kinds.values())))
+    counted = np.ones_like(taken) if counted is None else counted
+    shares = {}
+    for kind, fits in kinds.items():
+        shares[kind] = float((fits & ~taken)[counted].mean())
+        taken = taken | fits
+    shares[rest] = float((~taken)[counted].mean())
+    return shares

@@ -1,6 +1,6 @@
 """Rerun the demos and rewrite what the README shows of them: pictures, numbers and the demo list.
 
-    python demos/regenerate.py             # every demo in full: 2.5 min on a busy 2-core machine
+    python demos/regenerate.py             # every demo in full (it prints how long they took)
     python demos/regenerate.py 04 05       # only these; the others keep their recorded numbers
 
 Each numbered demo (`demos/NN_name.py`) runs in full in a Python process of its own, with BLAS on
@@ -10,23 +10,29 @@ returns are kept. Once every demo asked for has run, and only then:
 - the pictures the README links (`docs/pictures/NAME.png` in a demo's entry) are copied from that
   folder into docs/pictures/. A picture the run could not draw (matplotlib or Graphviz's `dot`
   missing) stops everything with an error: no stale picture is left in place as if it were new;
-- docs/pictures/results.json records each demo's numbers: {"04_sqrt_dk": {...}, ...};
+- docs/pictures/results.json records each demo's numbers: {"04_sqrt_dk": {...}, ...}, and how
+  long its full run took, measured here: `wall_seconds`, `processor_seconds` (roughly its run time
+  on an idle machine), with the machine's `cpu_count` and its `load_average` over the last minute
+  when the run ended (the demo's own work included);
 - the README's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
-  rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order.
+  rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order, its first
+  paragraph ending with its run time (`run_time`), so no demo types a run time in by hand.
 
-It prints how long each demo took, and the processor time it used (roughly its run time on an idle
-machine). tests/test_readme.py checks, without running any demo, that the
-README's list is the templates filled with results.json and that every picture it links exists:
-a number edited by hand, or a template changed without a rerun, fails the tests.
+It prints how long each demo took, and the total. tests/test_readme.py checks, without running
+any demo, that the README's list is the templates filled with results.json and that every picture
+it links exists: a number edited by hand, or a template changed without a rerun, fails the tests.
 
 Adding a demo (chapter 2's demos 07-11, say) needs no change here, since the demos are found by
 their file names. Write `demos/NN_name.py` like the others:
 - `main(argv)` parses with `demo_tools.parse(__doc__, argv)` and returns a dict of the numbers it
   measured, as JSON can hold them (int, float, bool, str, None, lists of them), under names a
-  template can use (`ratio_1024`, not nested dicts);
+  template can use (`ratio_1024`, not nested dicts), its settings too where the entry names them
+  (`"head_dim": HEAD_DIM`), so that no number in the entry is typed;
 - `README_ENTRY` is its entry of the README's numbered list, in markdown, as a str.format template
   filled from those numbers (`{ratio_1024:.1e}`), with its picture, if it draws one, linked as
-  `![what it shows](docs/pictures/NAME.png)` and saved by the demo as NAME.png in its output folder;
+  `![what it shows](docs/pictures/NAME.png)` and saved by the demo as NAME.png in its output folder.
+  Its run time is not in it: regenerate adds it. The demo's docstring says so rather than typing
+  one;
 then run `python demos/regenerate.py NN` and commit README.md and docs/pictures/.
 """
 import importlib
@@ -61,14 +67,27 @@ def demo_names():
     return sorted(path.stem for path in DEMOS.glob("[0-9][0-9]_*.py"))
 
 
+def seconds(value):
+    """A duration as the README gives it: 0.6 s, 13 s, 105 s."""
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def run_time(numbers):
+    """The sentence that ends a demo's first paragraph in the README: its measured run time."""
+    return (f"Full run: {seconds(numbers['processor_seconds'])} of processor time, "
+            f"{seconds(numbers['wall_seconds'])} wall, on a {numbers['cpu_count']}-core machine "
+            f"with a load average of {numbers['load_average']:.1f}.")
+
+
 def readme_entry(name, results):
-    """Demo `name`'s README_ENTRY filled with its numbers in `results`, each paragraph rewrapped
-    to the README's width (numbers change the lines' lengths) and indented under the list item's
-    number ("7. ", "10. "), as markdown wants."""
+    """Demo `name`'s README_ENTRY filled with its numbers in `results`, its run time added to its
+    first paragraph, each paragraph rewrapped to the README's width (numbers change the lines'
+    lengths) and indented under the list item's number ("7. ", "10. "), as markdown wants."""
     if name not in results:
         raise KeyError(f"no numbers recorded for demo {name}: run python demos/regenerate.py "
                        f"{name[:2]}")
     paragraphs = importlib.import_module(name).README_ENTRY.format(**results[name]).split("\n\n")
+    paragraphs[0] += " " + run_time(results[name])
     indent = " " * len(paragraphs[0].split()[0] + " ")
     return "\n\n".join(
         textwrap.fill(" ".join(paragraph.split()), WIDTH, initial_indent=indent if i else "",
@@ -96,8 +115,8 @@ def pictures_linked(markdown):
 
 def run(name, folder):
     """Run demo `name` in full in a new process, drawing into `folder`: its numbers (as JSON
-    gives them back), the seconds it took and the processor seconds it used (its run time on an
-    idle machine)."""
+    gives them back) and how long it took: the seconds, the processor seconds it used (its run
+    time on an idle machine), the machine's cores and its load average at the end."""
     numbers_file = folder.with_name(folder.name + ".json")     # beside the folder, not in it
     start, processor_start = time.perf_counter(), os.times()
     finished = subprocess.run([sys.executable, "-c", RUN_ONE, name, str(folder), str(numbers_file)],
@@ -108,7 +127,9 @@ def run(name, folder):
     processor_end = os.times()
     processor = (processor_end.children_user - processor_start.children_user
                  + processor_end.children_system - processor_start.children_system)
-    return json.loads(numbers_file.read_text()), time.perf_counter() - start, processor
+    return dict(json.loads(numbers_file.read_text()), wall_seconds=time.perf_counter() - start,
+                processor_seconds=processor, cpu_count=os.cpu_count(),
+                load_average=os.getloadavg()[0])
 
 
 def chosen(prefixes):
@@ -130,7 +151,7 @@ def main(argv=None):
         for name in names:
             print(f"\n===== {name} =====", flush=True)
             folder = pathlib.Path(scratch) / name
-            results[name], seconds, processor_seconds = run(name, folder)
+            results[name] = run(name, folder)
             links = pictures_linked(readme_entry(name, results))
             for link in links:
                 drawn = folder / pathlib.Path(link).name
@@ -138,8 +159,9 @@ def main(argv=None):
                     sys.exit(f"regenerate: demo {name} drew no {drawn.name} (is matplotlib "
                              "installed, and Graphviz's `dot`?); nothing was written")
                 copies[drawn] = ROOT / link
-            rows.append([name, f"{seconds:.1f}", f"{processor_seconds:.1f}",
-                         ", ".join(links) or "(none)"])
+            rows.append([name, f"{results[name]['wall_seconds']:.1f}",
+                         f"{results[name]['processor_seconds']:.1f}",
+                         f"{results[name]['load_average']:.1f}", ", ".join(links) or "(none)"])
         section = readme_section(results)
         for drawn, target in copies.items():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -149,8 +171,11 @@ def main(argv=None):
     README.write_text(before + section + after)
     print(f"\nWrote {RESULTS.relative_to(ROOT)}, the pictures below and the README's list of "
           "demos.\nEach demo's full run, BLAS on one thread ('processor seconds': its run time on "
-          "an idle machine):")
-    demo_tools.print_table(["demo", "seconds", "processor seconds", "README pictures"], rows)
+          f"an idle machine; {os.cpu_count()} cores):")
+    rows.append(["total", *(f"{sum(results[name][field] for name in names):.1f}"
+                            for field in ("wall_seconds", "processor_seconds")), "", ""])
+    demo_tools.print_table(["demo", "seconds", "processor seconds", "load average",
+                            "README pictures"], rows)
 
 
 if __name__ == "__main__":

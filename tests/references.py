@@ -1,28 +1,14 @@
-"""NumPy references and random inputs shared by the test files, two probes of what a tinyattn
-computation gives and keeps, and a demo's quick run."""
+"""Random inputs shared by the test files, two probes of what a tinyattn computation gives and
+keeps, and a demo's quick run. (The NumPy references of softmax, attention, layer norm, ... live
+with the checklist's tables, in tinyattn/tools/checklist/, which the benchmarks use too.)"""
 import contextlib
 import io
-import math
 
 import numpy as np
 import pytest
 
 import tinyattn as ta
 from tinyattn import engine
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def np_attention(q, k, v, allowed=None, scale=None):
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = q @ np.swapaxes(k, -1, -2) * scale
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
-    weights = np_softmax(scores)
-    return weights @ v, weights
 
 
 def arrays(*shapes, seed=0):

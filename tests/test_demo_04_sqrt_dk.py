@@ -68,12 +68,18 @@ def test_what_does_not_vanish(run):
     assert numbers["query_grad_typical_row_unscaled_over_scaled_1024"] < 0.1
 
 
-def test_the_graph_walk_finds_the_softmax_by_name():
-    query, key, value = (ta.tensor(np.ones((2, 3, 4)), requires_grad=True) for _ in range(3))
-    path = demo.path_back_to_softmax(F.scaled_dot_product_attention(query, key, value) * 2.0)
-    assert [node.name for node in path] == ["mul", "matmul", "softmax"]
-    with pytest.raises(ValueError, match="no softmax"):
-        demo.path_back_to_softmax(query @ key.mT)
+def test_the_written_out_attention_is_sdpa():
+    query, key, value, upstream = demo.random_inputs(8)
+    for scale in demo.SCALINGS.values():
+        results = []
+        for attend in (lambda q, k, v: demo.attention(q, k, v, scale)[0],
+                       lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=scale)):
+            leaves = [ta.tensor(x, requires_grad=True) for x in (query, key, value)]
+            output = attend(*leaves)
+            output.backward(upstream)
+            results.append([output.data] + [leaf.grad for leaf in leaves])
+        for written_out, sdpa in zip(*results):
+            np.testing.assert_array_equal(written_out, sdpa)
 
 
 def test_the_picture_is_drawn(run):

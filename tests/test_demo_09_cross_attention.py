@@ -70,10 +70,12 @@ def test_where_heads_look_counts_each_target_word_once():
     weights["cross"][0][0, 1, :, 0] = 1.0                    # head 2 stays on source word 0
     weights["self"][0][0, 0, :, 0] = 1.0                     # head 1 on the start token
     weights["self"][0][0, 1, [0, 1, 2], [0, 1, 2]] = 1.0     # head 2: on itself (row 0: start)
-    cross, self_ = demo.where_heads_look(weights, alignment)
-    assert cross == {"L1H1": 1.0, "L1H2": 0.5}
-    assert self_["L1H1"] == {"start_token": 1.0, "itself": 0.0, "previous": 0.0, "elsewhere": 0.0}
-    assert self_["L1H2"] == {"start_token": 0.5, "itself": 0.5, "previous": 0.0, "elsewhere": 0.0}
+    cross_attention, self_attention = demo.where_heads_look(weights, alignment)
+    assert cross_attention == {"L1H1": 1.0, "L1H2": 0.5}
+    assert self_attention["L1H1"] == {"start_token": 1.0, "itself": 0.0, "previous": 0.0,
+                                      "elsewhere": 0.0}
+    assert self_attention["L1H2"] == {"start_token": 0.5, "itself": 0.5, "previous": 0.0,
+                                      "elsewhere": 0.0}
 
 
 def test_the_demo_draws_its_picture(quick_run):

@@ -41,12 +41,12 @@ def test_both_runs_start_alike_and_record_every_step():
             for name, weight in demo.BALANCE_WEIGHTS.items()]
     without, with_ = runs
     np.testing.assert_array_equal(without["loads"][0], with_["loads"][0])   # same start
-    assert without["loss"][0] == with_["loss"][0]
-    assert without["loss"][1] != with_["loss"][1]           # the balance loss changed step 1
+    assert without["train_loss"][0] == with_["train_loss"][0]
+    assert without["train_loss"][1] != with_["train_loss"][1]   # the balance loss changed step 1
     for run in runs:
         assert run["loads"].shape == (steps, demo.NUM_EXPERTS)
         np.testing.assert_allclose(run["loads"].sum(axis=1), 1.0)
-        assert len(run["loss"]) == len(run["aux_loss"]) == steps
+        assert len(run["train_loss"]) == len(run["aux_loss"]) == steps
         assert run["checkpoints"] == [0, steps] and len(run["held_out_loss"]) == 2
 
 
@@ -69,17 +69,11 @@ def test_the_quick_runs_learn_and_report_the_loads(quick_run):
         assert numbers[f"load_min_{run}"] <= even <= numbers[f"load_max_{run}"]
         assert numbers[f"collapsed_{run}"] == 0 or numbers[f"load_min_{run}"] < demo.COLLAPSED
         assert 0 <= numbers[f"words_to_one_expert_{run}"] <= len(demo.WORDS)
-    assert numbers["collapse"] == demo.collapse_note(numbers["collapsed_without"],
-                                                     numbers["collapsed_with"])
     assert "words it takes most of" in printed and "busiest expert" in printed
     assert f"{numbers['load_max_with']:.1%}" in printed
-    assert numbers["collapse"] in " ".join(printed.split())       # in the closing paragraph
-
-
-def test_the_collapse_note_says_what_the_counts_say():
-    assert demo.collapse_note(0, 0).startswith("No expert collapsed")
-    note = demo.collapse_note(2, 0)
-    assert "2 without the balance loss, 0 with it" in note and "No expert" not in note
+    entry = demo.README_ENTRY.format(**numbers)
+    assert (f"collapsed (ended below 1% of the assignments): {numbers['collapsed_without']} "
+            f"without") in " ".join(entry.split())
 
 
 def test_the_demo_draws_its_picture(quick_run):

@@ -2,12 +2,13 @@
 computes, the balance loss against NumPy, and gradients with the routing held fixed."""
 import numpy as np
 import pytest
-from references import arrays, assert_refused_before_any_node, np_softmax
+from references import arrays, assert_refused_before_any_node
 
 import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn.tools.checklist import ATOL, RTOL
 from tinyattn.tools.checklist.decoder_experts import experts_and_tokens, routing_margin
+from tinyattn.tools.checklist.ops import np_softmax
 
 
 def experts(num_experts=4, top_k=2, embed_dim=6):

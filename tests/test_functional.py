@@ -1,15 +1,15 @@
 """tinyattn.functional: attention, layer norm, cross-entropy, dropout against NumPy references of
 their formulas; masking, broadcasting and dtypes. (Their gradients: tests/test_checklist.py.)"""
-import math
-
 import numpy as np
 import pytest
-from references import arrays, np_attention, np_softmax
+from references import arrays
 
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
+from tinyattn.tools.checklist.fused import np_gelu, np_layer_norm
 from tinyattn.tools.checklist.layers import MASK, ROW_FULLY_MASKED
+from tinyattn.tools.checklist.ops import np_attention, np_softmax
 
 
 @pytest.mark.parametrize("mask, causal, scale", [
@@ -66,18 +66,11 @@ def test_float32_attention_stays_float32():
     assert q.grad.dtype == k.grad.dtype == v.grad.dtype == np.float32
 
 
-def np_layer_norm(x, weight, bias, eps=1e-5):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + eps) * weight + bias
-
-
 def test_functions_match_numpy():
     x, weight, bias = arrays((2, 3, 5), (5,), (5,))
     np.testing.assert_allclose(F.layer_norm(ta.tensor(x), ta.tensor(weight), ta.tensor(bias)).data,
                                np_layer_norm(x, weight, bias), rtol=1e-12, atol=1e-12)
-    gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    np.testing.assert_allclose(F.gelu(ta.tensor(x)).data, gelu, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(F.gelu(ta.tensor(x)).data, np_gelu(x), rtol=1e-12, atol=1e-12)
     logits, targets = x[0], np.array([4, 0, 2])
     log_probabilities = np.log(np_softmax(logits))
     expected = -log_probabilities[np.arange(3), targets].mean()

@@ -164,7 +164,8 @@ def test_bad_input_is_named_before_any_node(shapes, kwargs, error, message):
 @pytest.mark.parametrize("state, error, message", [
     ("S", TypeError, r"linear_attention_step: state must be the \(S, z\) pair a previous step "
                      r"returned, or None, got str"),
-    ((np.ones((2, 4, 3)), np.ones((2, 4))), TypeError, r"linear_attention_step: S must be a Tensor"),
+    ((np.ones((2, 4, 3)), np.ones((2, 4))), TypeError,
+     r"linear_attention_step: S must be a Tensor"),
     ((ta.tensor(np.ones((2, 4, 2))), ta.tensor(np.ones((2, 4)))), ValueError,
      r"linear_attention_step: value and S disagree on Ev \(3 and 2\)"),
     ((ta.tensor(np.ones((2, 4, 3))), ta.tensor(np.ones((2, 5)))), ValueError,

@@ -2,8 +2,9 @@
 differences (float64, random upstream gradient, via ta.gradcheck), broadcast shapes included, and
 float32 kept float32 through forward and backward.
 
-The table itself, OP_CASES, lives in `tinyattn/tools/checklist/ops.py`, so `python -m tinyattn check`
-runs it too. Below it: numerics (huge logits, limits at 0) and property tests over broadcast shapes.
+The table itself, OP_CASES, lives in `tinyattn/tools/checklist/ops.py`, so
+`python -m tinyattn check` runs it too. Below it: numerics (huge logits, limits at 0) and
+property tests over broadcast shapes.
 """
 
 import numpy as np
@@ -11,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
-from references import np_softmax
 
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.tools.checklist import ATOL, OP_CASES, RTOL
 from tinyattn.tools.checklist.cases import op_inputs
+from tinyattn.tools.checklist.ops import np_softmax
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
@@ -40,7 +41,8 @@ def test_float32_stays_float32(case):
     tensors = [ta.tensor(a, requires_grad=True) for a in arrays]
     out = case.op(*tensors)
     assert out.dtype == (np.float64 if case.float64_constant else np.float32)
-    upstream = np.random.default_rng(1).standard_normal(out.shape)   # not ones: sum(softmax) has gradient 0
+    # a random upstream gradient, not ones: sum(softmax) has gradient 0
+    upstream = np.random.default_rng(1).standard_normal(out.shape)
     out.backward(upstream)
     for t in tensors:
         assert t.grad.dtype == np.float32 and t.grad.shape == t.shape
@@ -119,7 +121,8 @@ def test_max_backward_stays_float32_inside_the_graph():
 
 
 def test_softmax_of_integers_is_computed_in_float64():
-    np.testing.assert_allclose(F.softmax(ta.tensor([1, 2, 3])).data, np_softmax(np.arange(1.0, 4.0)))
+    np.testing.assert_allclose(F.softmax(ta.tensor([1, 2, 3])).data,
+                               np_softmax(np.arange(1.0, 4.0)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from references import arrays, np_attention
+from references import arrays
 
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.attention import causal_mask
 from tinyattn.nn.transformer import POSITIONAL
+from tinyattn.tools.checklist.ops import np_attention
 
 
 def rope_by_the_formula(x, offset=0, base=10000.0):

@@ -1,9 +1,17 @@
 """The README's list of demos is what `python demos/regenerate.py` writes: each demo's README_ENTRY
-filled with the numbers recorded in docs/pictures/results.json, so editing the README, a template
-or the numbers alone fails here; and every picture the README shows exists. No demo runs here."""
+filled with the numbers recorded in docs/pictures/results.json and ended by the run time
+regenerate measured, so editing the README, a template or the numbers alone fails here; every
+picture the README shows exists; and no demo types a run time of its own. No demo runs here."""
+import importlib
 import json
+import re
 
 import regenerate
+
+RUN_TIME_FIELDS = ("wall_seconds", "processor_seconds", "cpu_count", "load_average")
+# "13 s", "4-6 s", "2.5 min", "10 seconds": a duration typed into a text
+TYPED_DURATION = re.compile(r"\d(?:[\d.,]*\d)?(?:\s*-\s*\d[\d.,]*)?"    # 13, 4-6, 2.5
+                            r"\s*(?:s|min|minutes?|seconds?)\b")
 
 
 def recorded():
@@ -14,9 +22,36 @@ def test_every_demo_has_recorded_numbers_and_no_other():
     assert sorted(recorded()) == regenerate.demo_names()
 
 
+def test_every_demo_has_its_measured_run_time():
+    for name, numbers in recorded().items():
+        assert all(isinstance(numbers.get(field), (int, float)) for field in RUN_TIME_FIELDS), name
+        assert numbers["wall_seconds"] > 0 and numbers["processor_seconds"] > 0, name
+
+
 def test_the_readme_demo_list_is_the_templates_filled_with_the_recorded_numbers():
     _, section, _ = regenerate.split_readme(regenerate.README.read_text())
     assert section == regenerate.readme_section(recorded())
+
+
+def test_the_run_time_ends_each_entrys_first_paragraph():
+    numbers = {"wall_seconds": 20.4, "processor_seconds": 0.64, "cpu_count": 2,
+               "load_average": 3.14}
+    assert regenerate.run_time(numbers) == ("Full run: 0.6 s of processor time, 20 s wall, on a "
+                                            "2-core machine with a load average of 3.1.")
+    for name, numbers in recorded().items():
+        first_paragraph = regenerate.readme_entry(name, recorded()).split("\n\n")[0]
+        assert " ".join(first_paragraph.split()).endswith(regenerate.run_time(numbers))
+
+
+def test_no_demo_types_a_run_time():
+    texts = {name: importlib.import_module(name).__doc__ for name in regenerate.demo_names()}
+    texts.update(regenerate=regenerate.__doc__,
+                 **{f"{name}.README_ENTRY": importlib.import_module(name).README_ENTRY
+                    for name in regenerate.demo_names()})
+    assert TYPED_DURATION.search("took 4-6 s") and TYPED_DURATION.search("2.5 min")
+    assert not TYPED_DURATION.search("12 steps, 256 keys, 1e-3 ms")
+    typed = {name: TYPED_DURATION.findall(text) for name, text in texts.items()}
+    assert {name: found for name, found in typed.items() if found} == {}
 
 
 def test_every_picture_the_readme_shows_exists_and_docs_pictures_holds_no_other():

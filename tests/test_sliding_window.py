@@ -88,7 +88,8 @@ QKV = ((2, 5, 4), (2, 5, 4), (2, 5, 3))
      r"sliding_window_attention: query and key disagree on L \(5 and 4\): expected query "
      r"\(\.\.\., L, E\), key \(\.\.\., L, E\), value \(\.\.\., L, Ev\); got query \(2, 5, 4\), "
      r"key \(2, 4, 4\), value \(2, 4, 3\)"),
-    (QKV, dict(window=0), ValueError, r"sliding_window_attention: window must be at least 1, got 0"),
+    (QKV, dict(window=0), ValueError,
+     r"sliding_window_attention: window must be at least 1, got 0"),
     (QKV, dict(window=2.0), TypeError, r"sliding_window_attention: window must be an int, got 2.0"),
     (QKV, dict(window=True), TypeError,
      r"sliding_window_attention: window must be an int, got True"),

@@ -6,11 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
-from references import arrays, np_attention
+from references import arrays
 
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.functional import sparse_patterns
+from tinyattn.tools.checklist.ops import np_attention
 
 
 def by_pairs(length, sees):

@@ -8,6 +8,7 @@ import numpy as np
 
 import tinyattn as ta
 from tinyattn.tools.bench.timing import check_agreement, interleaved, median_ratio
+from tinyattn.tools.checklist.ops import np_attention
 
 MHA_SIZES = dict(batch=8, length=128, embed_dim=256, num_heads=8)
 
@@ -44,10 +45,8 @@ def mha_numpy(layer, x, grad_out):
     rows = x.reshape(B * T, E)
     q, k, v = ((rows @ W.T + b).reshape(B, T, H, D).transpose(0, 2, 1, 3)      # (B, H, T, D)
                for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
-    scores = (q @ k.swapaxes(-1, -2)) * scale                                  # (B, H, T, T)
-    exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = exps / exps.sum(axis=-1, keepdims=True)
-    merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B * T, E)            # (B*T, E)
+    heads, weights = np_attention(q, k, v, scale=scale)               # (B, H, T, D), (B, H, T, T)
+    merged = heads.transpose(0, 2, 1, 3).reshape(B * T, E)                    # (B*T, E)
     out = merged @ Wo.T + bo
     # backward
     grad_rows = grad_out.reshape(B * T, E)

@@ -6,6 +6,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.tools.checklist.cases import LayerCase, function, layer, leaves
+from tinyattn.tools.checklist.positions import language_model
 
 
 def seeded_dropout(x):
@@ -34,13 +35,6 @@ def embedding():
     table = nn.Embedding(6, 4)
     ids = np.array([[0, 3, 3], [5, 0, 3]])       # repeated ids: their gradients add up
     return (lambda weight: table(ids)), [table.weight]
-
-
-def causal_language_model():
-    ta.manual_seed(0)
-    model = nn.CausalTransformer(vocab_size=7, embed_dim=8, num_heads=2, num_layers=2, max_len=8)
-    ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
-    return (lambda *parameters: model(ids)), model.parameters()
 
 
 LAYER_CASES = [
@@ -88,5 +82,6 @@ LAYER_CASES = [
               layer(lambda: nn.TransformerBlock(8, 2, hidden_dim=16), (2, 4, 8), is_causal=True)),
     LayerCase("MultiHeadAttention, E=64 (random directions)",
               layer(lambda: nn.MultiHeadAttention(64, 8), (2, 6, 64)), directions=4),
-    LayerCase("CausalTransformer (random directions)", causal_language_model, directions=4),
+    LayerCase("CausalTransformer (random directions)",
+              language_model("sinusoidal", num_layers=2), directions=4),
 ]

@@ -1,5 +1,8 @@
-"""The checklist's rows for the ops: every op, one row per op and shape, broadcast shapes included.
+"""The checklist's rows for the ops: every op, one row per op and shape, broadcast shapes included;
+and the NumPy references of softmax and attention that the tests and the benchmarks share.
 """
+import math
+
 import numpy as np
 
 import tinyattn as ta
@@ -10,6 +13,16 @@ from tinyattn.tools.checklist.cases import OpCase
 def np_softmax(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_attention(q, k, v, allowed=None, scale=None):
+    """Scaled dot-product attention in NumPy: (output, weights); `allowed` a boolean mask."""
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * scale                       # (..., L, S)
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)                   # (..., L, S)
+    weights = np_softmax(scores)                                      # (..., L, S)
+    return weights @ v, weights                                       # (..., L, Ev), (..., L, S)
 
 
 def np_log_softmax(x, axis=-1):
