@@ -66,14 +66,10 @@ file. `--sample CHECKPOINT --prompt TEXT [--length N]` loads it and writes with 
 missing or damaged file, or a prompt with a character the model never saw, ends the program with
 an error saying so.
 
-Time: on this 2-core machine, shared with other work, BLAS on one thread, four full runs took
-213 to 291 s from start to exit, and as much processor time (213 to 290 s; load average 0.6-1.9
-during the runs: the machine's speed varies with what its neighbours do). Of a 291 s run, 276 s
-were training, about 19 s of them the evaluations. With a second run beside it (load about 3),
-the training took 330-380 s. `keep_freed_memory` (demo_tools) matters here: without it, glibc
-gives the memory of every step back to the system and takes it again, 8,700 to 9,700 page faults
-per step, and a step used 190 ms of processor time instead of 147 (measured alternately, 4 runs
-each, on a busy machine).
+Time: its entry in the README gives the full run's measured time (processor and wall seconds,
+and the machine's load), as `python demos/regenerate.py` measured it. `keep_freed_memory`
+(demo_tools) matters here: without it, glibc gives the memory of every step back to the system
+and takes it again, page fault by page fault, which makes every step slower.
 `--quick` trains for 15 steps (what the tests run).
 """
 import json
