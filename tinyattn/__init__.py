@@ -2,7 +2,8 @@
 
     engine.py, ops/      the core: the Tensor, the graph, the backward sweep, one class per op
     functional/, nn/,    built on the core: attention and the layers of a transformer, the
-    optim.py             optimizers (arguments.py: how they check what they are given)
+    optim.py             optimizers (arguments.py: how they check what they are given;
+                         rng.py: the random generator that manual_seed seeds)
     tools/               around it: gradient checks, the command line, benchmarks, drawing
 """
 from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
