@@ -141,7 +141,7 @@ def test_a_missing_or_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, cont
         demo.save_checkpoint(small_model(), "abcdefg", tmp_path / "good.npz")
         path.write_bytes(content((tmp_path / "good.npz").read_bytes()))
     files = sorted(tmp_path.iterdir())
-    with pytest.raises(SystemExit, match=rf"^11_tiny_gpt.py: load: {reason}") as stop:
+    with pytest.raises(SystemExit, match=rf"^11_tiny_gpt.py: load: {reason}"):
         sample(path, "abc")
     assert sorted(tmp_path.iterdir()) == files and capsys.readouterr().out == ""  # no output
 

@@ -41,7 +41,6 @@ In this file S is the paper's state; the number of keys, which SDPA's docstring 
 """
 import numpy as np
 
-from tinyattn import ops
 from tinyattn.arguments import check_flags, check_ints, check_number, check_shapes
 from tinyattn.functional.basics import elu
 from tinyattn.functional.sliding_window import chunked
@@ -85,7 +84,7 @@ def check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_si
 def causal_linear_attention(query, key, value, eps, C):
     """The chunked causal form: query, key (..., L, E) and value (..., L, Ev), as many keys as
     queries."""
-    *_, L, E = query.shape
+    L = query.shape[-2]
     n = -(-L // C)                                  # number of chunks, the last one padded to C
     # 1. Cut the positions into n chunks of C. The padding comes after every real position, so
     #    causality hides it from the real queries; its own outputs are dropped at the end.
