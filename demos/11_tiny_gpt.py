@@ -112,9 +112,9 @@ README_ENTRY = """\
     topics (`pydoc_data.topics`, Python {python_version}): validation loss {val_loss_all:.2f} nats
     per character over the {val_characters_scored:,} characters of the validation part, where a
     bigram model scores {bigram:.2f} and a unigram model {unigram:.2f}. It trained in
-    {seconds:.0f} s ({processor_seconds:.0f} s of processor time, {tokens_per_second:,.0f}
-    characters per second in the steps, one BLAS thread). What it wrote after training, as it
-    came out (the first lines; temperature {temperature}, top-k {top_k}, seed {seed}, prompt
+    {training_seconds:.0f} s ({training_processor_seconds:.0f} s of processor time,
+    {tokens_per_second:,.0f} characters per second in the steps, one BLAS thread). What it wrote
+    after training, as it came out (the first lines; temperature {temperature}, top-k {top_k}, seed {seed}, prompt
     "{prompt}"; ↵ marks a line break): `{sample_shown}`
 
     ![loss curves against the unigram and bigram baselines](docs/pictures/tiny_gpt_loss.png)"""
@@ -461,8 +461,8 @@ def main(argv=None):
             "first_batch_loss": history["batch_losses"][0],
             "last_batch_loss": history["batch_losses"][-1], "val_loss": history["val_losses"][-1],
             "val_loss_all": val_loss_all, "val_characters_scored": scored,
-            "train_loss": history["train_losses"][-1], "seconds": history["seconds"],
-            "processor_seconds": history["processor_seconds"],
+            "train_loss": history["train_losses"][-1], "training_seconds": history["seconds"],
+            "training_processor_seconds": history["processor_seconds"],
             "tokens_per_second": tokens_per_second, "sample_before": before, "sample": after,
             "sample_shown": first_lines(PROMPT + after, SHOWN),
             "prompt": PROMPT, "seed": SEED, **SAMPLING,

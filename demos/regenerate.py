@@ -127,9 +127,16 @@ def run(name, folder):
     processor_end = os.times()
     processor = (processor_end.children_user - processor_start.children_user
                  + processor_end.children_system - processor_start.children_system)
-    return dict(json.loads(numbers_file.read_text()), wall_seconds=time.perf_counter() - start,
-                processor_seconds=processor, cpu_count=os.cpu_count(),
-                load_average=os.getloadavg()[0])
+    numbers = json.loads(numbers_file.read_text())
+    taken = sorted(numbers.keys() & RUN_TIME_NAMES)
+    if taken:
+        sys.exit(f"regenerate: demo {name} returns {', '.join(taken)}, a name regenerate gives its "
+                 "own measurement of the whole run: rename it in the demo; nothing was written")
+    return dict(numbers, wall_seconds=time.perf_counter() - start, processor_seconds=processor,
+                cpu_count=os.cpu_count(), load_average=os.getloadavg()[0])
+
+
+RUN_TIME_NAMES = {"wall_seconds", "processor_seconds", "cpu_count", "load_average"}
 
 
 def chosen(prefixes):

@@ -5,10 +5,10 @@ picture the README shows exists; and no demo types a run time of its own. No dem
 import importlib
 import json
 import re
+import string
 
 import regenerate
 
-RUN_TIME_FIELDS = ("wall_seconds", "processor_seconds", "cpu_count", "load_average")
 # "13 s", "4-6 s", "2.5 min", "10 seconds": a duration typed into a text
 TYPED_DURATION = re.compile(r"\d(?:[\d.,]*\d)?(?:\s*-\s*\d[\d.,]*)?"    # 13, 4-6, 2.5
                             r"\s*(?:s|min|minutes?|seconds?)\b")
@@ -24,7 +24,7 @@ def test_every_demo_has_recorded_numbers_and_no_other():
 
 def test_every_demo_has_its_measured_run_time():
     for name, numbers in recorded().items():
-        assert all(isinstance(numbers.get(field), (int, float)) for field in RUN_TIME_FIELDS), name
+        assert all(isinstance(numbers.get(field), (int, float)) for field in regenerate.RUN_TIME_NAMES), name
         assert numbers["wall_seconds"] > 0 and numbers["processor_seconds"] > 0, name
 
 
@@ -41,6 +41,15 @@ def test_the_run_time_ends_each_entrys_first_paragraph():
     for name, numbers in recorded().items():
         first_paragraph = regenerate.readme_entry(name, recorded()).split("\n\n")[0]
         assert " ".join(first_paragraph.split()).endswith(regenerate.run_time(numbers))
+
+
+def test_no_demo_template_uses_a_name_of_regenerates_own_run_time():
+    """A demo's number named like one of regenerate's (processor_seconds: the whole run's) would
+    be overwritten by it, and its entry would quote the wrong measurement."""
+    for name in regenerate.demo_names():
+        template = importlib.import_module(name).README_ENTRY
+        fields = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+        assert not fields & regenerate.RUN_TIME_NAMES, name
 
 
 def test_no_demo_types_a_run_time():
