@@ -285,6 +285,24 @@ def t(*shape):
     (lambda: nn.CausalTransformer(11, 4, 2, 1)(np.array([[1, 2]]), cache=object()), TypeError,
      r"CausalTransformer: cache must be a list of KVCache, one per block \(from empty_cache\(\)\), "
      r"got object"),
+    # attention and normalisation take floating-point tensors only (as PyTorch), and the
+    # functions take tensors, not arrays
+    (lambda: F.scaled_dot_product_attention(*[ta.tensor(np.ones((3, 2), int))] * 3), TypeError,
+     r"scaled_dot_product_attention: query must hold floating-point numbers, got int64"),
+    (lambda: F.sliding_window_attention(*[ta.tensor(np.ones((3, 2), bool))] * 3, window=2),
+     TypeError, r"sliding_window_attention: query must hold floating-point numbers, got bool"),
+    (lambda: F.linear_attention(*[ta.tensor(np.ones((3, 2), int))] * 3), TypeError,
+     r"linear_attention: query must hold floating-point numbers, got int64"),
+    (lambda: F.layer_norm(ta.tensor(np.ones((3, 2), int))), TypeError,
+     r"layer_norm: x must hold floating-point numbers, got int64"),
+    (lambda: F.softmax(np.ones(3)), TypeError, r"softmax: x must be a Tensor, got ndarray"),
+    (lambda: F.log_softmax(np.ones(3)), TypeError, r"log_softmax: x must be a Tensor"),
+    (lambda: F.relu(np.ones(3)), TypeError, r"relu: x must be a Tensor, got ndarray"),
+    (lambda: F.elu(np.ones(3)), TypeError, r"elu: x must be a Tensor, got ndarray"),
+    (lambda: F.sinusoidal_positions(-1, 4), ValueError,
+     r"sinusoidal_positions: length must be at least 0, got -1"),
+    (lambda: F.sinusoidal_positions(4, 4.5), TypeError,
+     r"sinusoidal_positions: dim must be an int, got 4.5"),
     # a ragged list of ids names the function that received it
     (lambda: nn.Embedding(4, 3)([[0, 1], [2]]), ValueError, r"^Embedding: ids: .*inhomogeneous"),
     (lambda: F.cross_entropy(t(2, 4), [[0, 1], [2]]), ValueError,
@@ -293,6 +311,16 @@ def t(*shape):
 def test_bad_input_is_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_a_cache_of_another_batch_is_named_at_the_model():
+    model = nn.CausalTransformer(11, 4, 2, 1)
+    cache = model.empty_cache()
+    model(np.array([[1, 2, 3]]), cache=cache)
+    with pytest.raises(ValueError, match=r"^CausalTransformer: the cache holds the keys of 1 "
+                                         r"sequences, but ids is a batch of 2 \(shape \(2, 1\)\)"):
+        model(np.array([[1], [2]]), cache=cache)
+    assert len(cache[0]) == 3                                    # nothing appended
 
 
 def test_a_failed_call_adds_nothing_to_the_graph():

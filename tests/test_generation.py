@@ -131,6 +131,16 @@ def test_samples_follow_the_softmax_restricted_to_the_top_k():
                                flattened / flattened.sum(), atol=0.03)
 
 
+def test_an_infinite_temperature_draws_uniformly_from_the_top_k():
+    """Every weight is exp(0) = 1, and those outside the top k are 0 (no inf / inf = NaN)."""
+    logits = np.log(np.array([[0.1, 0.4, 0.05, 0.25, 0.2]]))
+    ta.manual_seed(0)
+    draws = np.array([next_tokens(logits, np.inf, top_k=3)[0] for _ in range(3000)])
+    assert set(draws) == {1, 3, 4}
+    np.testing.assert_allclose(np.bincount(draws, minlength=5)[[1, 3, 4]] / 3000, 1 / 3,
+                               atol=0.03)
+
+
 def test_top_k_above_the_vocabulary_means_all_of_it():
     model = small_model("none")
     ids = np.zeros((2, 2), dtype=int)

@@ -43,7 +43,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
 
 def attend(op, query, key, value, attn_mask, dropout_p, is_causal, scale):
     """The two functions above: (output, weights). `op` names the one called, in its errors."""
-    sizes = check_shapes(op, same_dtype=True,
+    sizes = check_shapes(op, same_dtype=True, floating=True,
                          query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
     allowed, additive = split_mask(attn_mask, sizes["..."] + (sizes["L"], sizes["S"]), query.dtype,
                                    op)

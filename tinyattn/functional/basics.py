@@ -14,21 +14,25 @@ from tinyattn.engine import data_of, numeric_array
 
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (see `ops.softmax.Softmax`)."""
+    check_tensor("softmax", "x", x)
     return ops.Softmax.apply(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (see `ops.softmax.LogSoftmax`)."""
+    check_tensor("log_softmax", "x", x)
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
 def relu(x):
     """max(x, 0), elementwise."""
+    check_tensor("relu", "x", x)
     return ops.Relu.apply(x)
 
 
 def elu(x, alpha=1.0):
     """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
+    check_tensor("elu", "x", x)
     return ops.Elu.apply(x, alpha=check_number("elu", "alpha", alpha))
 
 
@@ -53,7 +57,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     One fused op (`ops.layer_norm.LayerNorm`, where its backward is derived); the checklist
     compares it with the same formula composed from primitive ops.
     """
-    check_shapes("layer_norm", same_dtype=True, optional=("weight", "bias"),
+    check_shapes("layer_norm", same_dtype=True, floating=True, optional=("weight", "bias"),
                  x=(x, "... N"), weight=(weight, "N"), bias=(bias, "N"))
     eps = check_number("layer_norm", "eps", eps, low=0)
     return ops.LayerNorm.apply(x, 1.0 if weight is None else weight,

@@ -70,8 +70,9 @@ def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64
 
 def check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_size):
     """The door of linear_attention; returns eps as a Python float."""
-    sizes = check_shapes("linear_attention", same_dtype=True, query=(query, "... L E"),
-                         key=(key, "... Lk E"), value=(value, "... Lk Ev"))
+    sizes = check_shapes("linear_attention", same_dtype=True, floating=True,
+                         query=(query, "... L E"), key=(key, "... Lk E"),
+                         value=(value, "... Lk Ev"))
     check_flags("linear_attention", is_causal=is_causal)
     if is_causal and sizes["L"] != sizes["Lk"]:
         raise ValueError(f"linear_attention: causal attention needs as many keys as queries "
@@ -135,5 +136,5 @@ def check_linear_attention_step_arguments(query, key, value, state, eps):
             raise TypeError(f"linear_attention_step: state must be the (S, z) pair a previous step "
                             f"returned, or None, got {type(state).__name__}")
         tensors.update(S=(state[0], "... E Ev"), z=(state[1], "... E"))
-    check_shapes("linear_attention_step", same_dtype=True, **tensors)
+    check_shapes("linear_attention_step", same_dtype=True, floating=True, **tensors)
     return check_number("linear_attention_step", "eps", eps, low=0)

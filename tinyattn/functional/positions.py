@@ -43,6 +43,7 @@ def sinusoidal_positions(length, dim):
     Each pair of columns is a sinusoid of its own wavelength, so every position gets a distinct
     pattern and nearby positions get similar ones.
     """
+    check_ints("sinusoidal_positions", low=0, length=length, dim=dim)
     angles = np.arange(length)[:, None] * frequencies(dim)       # (length, ceil(dim / 2))
     table = np.zeros((length, dim))
     table[:, 0::2] = np.sin(angles)

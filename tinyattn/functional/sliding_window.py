@@ -38,8 +38,9 @@ def sliding_window_attention(query, key, value, window, is_causal=True, scale=No
     as queries; the leading axes broadcast. `window` is a positive int (L or more: plain causal
     attention, or plain attention when not causal); `scale` defaults to 1 / sqrt(E).
     """
-    sizes = check_shapes("sliding_window_attention", same_dtype=True, query=(query, "... L E"),
-                         key=(key, "... L E"), value=(value, "... L Ev"))
+    sizes = check_shapes("sliding_window_attention", same_dtype=True, floating=True,
+                         query=(query, "... L E"), key=(key, "... L E"),
+                         value=(value, "... L Ev"))
     check_ints("sliding_window_attention", low=1, window=window)
     check_flags("sliding_window_attention", is_causal=is_causal)
     scale = check_scale("sliding_window_attention", scale, sizes["E"])

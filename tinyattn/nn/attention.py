@@ -109,13 +109,23 @@ class MultiHeadAttention(Module):
 def check_attention_arguments(op, num_heads, query, key, attn_mask, is_causal, cache):
     """The door of MultiHeadAttention.forward past its shapes, shared with the blocks that hand
     these arguments on (`op` names the layer that received them): is_causal a bool, cache None or
-    a KVCache, and attn_mask fitting the scores (B, num_heads, L, S), S counting the cached keys
-    too. query (B, L, E) and key (B, S, E) have had their shapes checked."""
+    a KVCache of the same batch, and attn_mask fitting the scores (B, num_heads, L, S), S counting
+    the cached keys too. query (B, L, E) and key (B, S, E) have had their shapes checked."""
     check_flags(op, is_causal=is_causal)
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"{op}: cache must be a KVCache, got {type(cache).__name__}")
     (B, L, _), S = query.shape, key.shape[1] + (0 if cache is None else len(cache))
+    if cache is not None:
+        check_cache_batch(op, cache, "query", query.shape)
     split_mask(attn_mask, (B, num_heads, L, S), query.dtype, op)
+
+
+def check_cache_batch(op, cache, name, shape):
+    """A KVCache holding keys must hold those of as many sequences as the batch `name` of
+    `shape` (batch first) continues."""
+    if len(cache) and len(cache.keys) != shape[0]:
+        raise ValueError(f"{op}: the cache holds the keys of {len(cache.keys)} sequences, but "
+                         f"{name} is a batch of {shape[0]} (shape {shape})")
 
 
 class KVCache:

@@ -15,7 +15,8 @@ from tinyattn import rng
 from tinyattn.arguments import (check_choice, check_flags, check_ids, check_ints,
                                 check_layer_arguments, check_number, check_shapes)
 from tinyattn.engine import no_grad
-from tinyattn.nn.attention import KVCache, MultiHeadAttention, check_attention_arguments
+from tinyattn.nn.attention import (KVCache, MultiHeadAttention, check_attention_arguments,
+                                    check_cache_batch)
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
@@ -177,6 +178,8 @@ def check_causal_transformer_arguments(model, ids, return_weights, cache):
     if cache is not None and len(cache) != len(model.blocks):
         raise ValueError(f"CausalTransformer: cache holds {len(cache)} layers, the model "
                          f"{len(model.blocks)}; make it with empty_cache()")
+    for block_cache in cache or []:
+        check_cache_batch("CausalTransformer", block_cache, "ids", ids.shape)
     start = len(cache[0]) if cache else 0
     if model.positional in ABSOLUTE and start + ids.shape[1] > model.max_len:
         raise ValueError(f"CausalTransformer: a sequence of {start + ids.shape[1]} tokens is "
@@ -204,15 +207,16 @@ def next_tokens(logits, temperature, top_k=None):
     if temperature == 0:
         return logits.argmax(axis=-1)                                   # (B,)
     logits = logits.astype(np.float64)                                  # (B, V)
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth_largest = np.sort(logits, axis=-1)[:, -top_k, None]         # (B, 1)
-        logits = np.where(logits < kth_largest, -np.inf, logits)        # (B, V)
     # exp((logits - max) / temperature): the softmax's numerator, over the same denominator for
     # every token. Subtracting the max before dividing keeps the largest at exp(0) = 1 for any
-    # temperature; a tiny one sends the others to -inf (weight 0): the argmax, as it should.
+    # temperature; a tiny one sends the others to -inf (weight 0): the argmax, as it should; an
+    # infinite one gives every token weight 1.
     with np.errstate(over="ignore"):
         scaled = (logits - logits.max(axis=-1, keepdims=True)) / temperature     # (B, V) <= 0
     weights = np.exp(scaled)                                            # (B, V), unnormalised
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = np.sort(logits, axis=-1)[:, -top_k, None]         # (B, 1)
+        weights = np.where(logits < kth_largest, 0.0, weights)          # (B, V): top_k kept
     cumulative = weights.cumsum(axis=-1)                                # (B, V)
     # inverse transform sampling: a uniform number u in [0, total), and the first token whose
     # cumulative weight exceeds it (a token of weight 0 can never be that one)
