@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import attention, generation, long_attention, overhead, training
+from tinyattn.tools.bench import generation, long_attention, multi_head, overhead, training
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -19,8 +19,8 @@ def test_the_hand_written_chain_matches_tinyattn():
 
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 1e-4)])
 def test_the_hand_written_attention_matches_tinyattn(dtype, tolerance):
-    inputs = attention.mha_inputs(dtype, batch=2, length=5, embed_dim=12, num_heads=3)
-    results = attention.mha_tinyattn(*inputs), attention.mha_numpy(*inputs)
+    inputs = multi_head.mha_inputs(dtype, batch=2, length=5, embed_dim=12, num_heads=3)
+    results = multi_head.mha_tinyattn(*inputs), multi_head.mha_numpy(*inputs)
     assert len(results[0]) == len(results[1]) == 2 + 8       # output, dL/dx, 8 parameter grads
     for got, want in zip(*results):
         assert got.dtype == want.dtype == dtype

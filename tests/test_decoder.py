@@ -187,7 +187,9 @@ def test_the_block_refuses_bad_input_before_any_node(shapes, kwargs, error, mess
      r"EncoderDecoder: src_mask must be booleans \(True = a real token\), got dtype int64"),
     (lambda: model().greedy_decode(SRC, -1, 0), ValueError,
      r"greedy_decode: max_new_tokens must be at least 0, got -1"),
-    (lambda: model().greedy_decode(SRC, 3, 7), IndexError, r"tgt_ids must lie in \[0, 7\)"),
+    # the start token is named as start_id, not as the tgt_ids it starts
+    (lambda: model().greedy_decode(SRC, 3, 7), IndexError,
+     r"^EncoderDecoder.greedy_decode: start_id must lie in \[0, 7\) \(7 target tokens\), got 7"),
     (lambda: model().greedy_decode(SRC, 10, 0), ValueError,
      r"greedy_decode: 1 \+ max_new_tokens = 11 target tokens exceed max_len 10"),
 ])

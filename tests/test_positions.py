@@ -11,7 +11,7 @@ from references import arrays
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.functional.attention import causal_mask
+from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.transformer import POSITIONAL
 from tinyattn.tools.checklist.ops import np_attention
 

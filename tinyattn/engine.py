@@ -12,7 +12,9 @@ Read this file top to bottom:
 
 The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
 ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every
-op's class is looked up when the operator runs, never earlier.
+op's class is looked up when the operator runs, never earlier. How a Tensor behaves as a Python
+object and next to NumPy (len, np.asarray, comparisons, repr, pickling) is plumbing, kept apart
+in `plumbing.py`.
 
 The sweep visits nodes newest first. A node is always created after its inputs, so by the time it
 is visited every op that used its output has already sent it a gradient, and those gradients have
@@ -24,9 +26,13 @@ chain of three. Two rules are applied in the sweep, once, so that no op has to r
 import contextlib
 import heapq
 import itertools
+import warnings
 import weakref
 
 import numpy as np
+
+from tinyattn.plumbing import (ArrayProtocols, TensorIndexError, as_operand, data_of,
+                               numeric_array)
 
 _node_counter = itertools.count()
 
@@ -48,7 +54,9 @@ class Function:
           work; None for any input means that no gradient flows to it.
 
     An op may also write `check(*arrays, **params)`, which raises a clear error on bad input before
-    forward runs, so that forward and backward hold only the math.
+    forward runs, so that forward and backward hold only the math. It runs when a user applies the
+    op, not when a function or layer of tinyattn does (`switches.checking`): their own doors have
+    checked what they pass on.
 
     Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
     input's shape. After backward the sweep drops `saved`, which frees the arrays in it. An op
@@ -77,10 +85,10 @@ class Function:
                 arrays.append(x.data)
                 parents.append(x._node)            # None for a tensor that needs no gradient
             else:
-                arrays.append(_as_operand(x, cls.name))   # a number or an array: a constant
+                arrays.append(as_operand(x, cls.name))    # a number or an array: a constant
                 parents.append(None)
         try:
-            if cls.check is not None:
+            if cls.check is not None and switches.checking:
                 node.check(*arrays, **params)
             data = node.forward(*arrays, **params)
         except IndexError as error:
@@ -128,7 +136,7 @@ class Leaf:
 # ------------------------------------------------------------------------------------------------
 # 3. The backward sweep
 
-def unbroadcast(grad, shape):
+def unbroadcast(grad, shape, op="backward"):
     """Sum `grad` over the axes that broadcasting added or stretched, so that it has `shape`.
 
     If `a` of shape (3, 1) was broadcast against (2, 3, 4), each element of `a` was used 2 * 4
@@ -137,8 +145,8 @@ def unbroadcast(grad, shape):
     """
     added = grad.ndim - len(shape)
     if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
-        raise RuntimeError(f"backward produced a gradient of shape {grad.shape} "
-                           f"for an input of shape {shape}")
+        raise RuntimeError(f"{op}: backward returned a gradient of shape {grad.shape} for an "
+                           f"input of shape {shape}, which is not that shape broadcast")
     stretched = tuple(added + i for i, n in enumerate(shape)
                       if n == 1 and grad.shape[added + i] != 1)
     return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
@@ -161,11 +169,14 @@ def backward_sweep(root, seed, retain_graph=False):
                                "earlier backward; pass retain_graph=True to backward twice")
         if node.output is not None:
             _accumulate(node.output, grad)        # a retained gradient adds up, as a leaf's
-        for parent, parent_grad in zip(node.parents, node.backward(grad)):
+        grads = node.backward(grad)
+        if type(grads) is not tuple or len(grads) != len(node.parents):
+            raise_bad_backward(node, grads)
+        for parent, parent_grad in zip(node.parents, grads):
             if parent is None or parent_grad is None:      # a constant, or no gradient for it
                 continue
             if parent_grad.shape != parent.shape:
-                parent_grad = unbroadcast(parent_grad, parent.shape)
+                parent_grad = unbroadcast(parent_grad, parent.shape, node.name)
             summed = pending.get(parent)
             if summed is None:                   # the first gradient to reach this parent
                 pending[parent] = parent_grad
@@ -174,6 +185,16 @@ def backward_sweep(root, seed, retain_graph=False):
                 pending[parent] = summed + parent_grad
         if node.saved and node.saves_arrays and not retain_graph:
             node.saved = None
+
+
+def raise_bad_backward(node, grads):
+    """The error for a backward that did not return one gradient per input, as a tuple."""
+    got = (f"a tuple of {len(grads)}" if type(grads) is tuple else
+           f"an array of shape {grads.shape}" if isinstance(grads, np.ndarray) else
+           f"a {type(grads).__name__}")
+    raise TypeError(f"{node.name}: backward must return a tuple with one gradient (an array, or "
+                    f"None) per input, {len(node.parents)} here, as in `return (grad_a, grad_b)` "
+                    f"or `return (grad_a,)`; it returned {got}")
 
 
 def _accumulate(tensor, grad):
@@ -188,7 +209,7 @@ def _accumulate(tensor, grad):
 # ------------------------------------------------------------------------------------------------
 # 4. The Tensor
 
-class Tensor:
+class Tensor(ArrayProtocols):
     """An n-dimensional array with reverse-mode automatic differentiation.
 
     `.data` is the NumPy array itself. Ops read it when they run and some save it for backward
@@ -262,59 +283,25 @@ class Tensor:
         self.grad = None
 
     # ---------------------------------------------------------------- arithmetic: the ops
-    def __add__(self, other):
-        return ops.Add.apply(self, other)
-
-    def __radd__(self, other):
-        return ops.Add.apply(other, self)
-
-    def __sub__(self, other):
-        return ops.Sub.apply(self, other)
-
-    def __rsub__(self, other):
-        return ops.Sub.apply(other, self)
-
-    def __mul__(self, other):
-        return ops.Mul.apply(self, other)
-
-    def __rmul__(self, other):
-        return ops.Mul.apply(other, self)
-
-    def __truediv__(self, other):
-        return ops.Div.apply(self, other)
-
-    def __rtruediv__(self, other):
-        return ops.Div.apply(other, self)
-
-    def __pow__(self, other):
-        return ops.Pow.apply(self, other)
-
-    def __rpow__(self, other):
-        return ops.Pow.apply(other, self)
-
-    def __matmul__(self, other):
-        return ops.Matmul.apply(self, other)
-
-    def __rmatmul__(self, other):
-        return ops.Matmul.apply(other, self)
-
-    def __neg__(self):
-        return ops.Neg.apply(self)
-
-    def exp(self):
-        return ops.Exp.apply(self)
-
-    def log(self):
-        return ops.Log.apply(self)
-
-    def sqrt(self):
-        return ops.Sqrt.apply(self)
-
-    def tanh(self):
-        return ops.Tanh.apply(self)
-
-    def relu(self):
-        return ops.Relu.apply(self)
+    # `a + b` calls a.__add__(b); when `a` is a number or an array, Python calls b.__radd__(a).
+    def __add__(self, other):       return ops.Add.apply(self, other)
+    def __radd__(self, other):      return ops.Add.apply(other, self)
+    def __sub__(self, other):       return ops.Sub.apply(self, other)
+    def __rsub__(self, other):      return ops.Sub.apply(other, self)
+    def __mul__(self, other):       return ops.Mul.apply(self, other)
+    def __rmul__(self, other):      return ops.Mul.apply(other, self)
+    def __truediv__(self, other):   return ops.Div.apply(self, other)
+    def __rtruediv__(self, other):  return ops.Div.apply(other, self)
+    def __pow__(self, other):       return ops.Pow.apply(self, other)
+    def __rpow__(self, other):      return ops.Pow.apply(other, self)
+    def __matmul__(self, other):    return ops.Matmul.apply(self, other)
+    def __rmatmul__(self, other):   return ops.Matmul.apply(other, self)
+    def __neg__(self):              return ops.Neg.apply(self)
+    def exp(self):                  return ops.Exp.apply(self)
+    def log(self):                  return ops.Log.apply(self)
+    def sqrt(self):                 return ops.Sqrt.apply(self)
+    def tanh(self):                 return ops.Tanh.apply(self)
+    def relu(self):                 return ops.Relu.apply(self)
 
     def sum(self, axis=None, keepdims=False):
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
@@ -344,7 +331,12 @@ class Tensor:
 
     @property
     def T(self):
-        """All axes reversed, as NumPy's `.T`."""
+        """All axes reversed, as NumPy's `.T`. For a batch of matrices that is rarely what is meant
+        (`q @ k.T` on (B, L, E) tensors): it warns, as PyTorch does, and points at `.mT`."""
+        if self.ndim > 2:
+            warnings.warn(f"T: reversing all {self.ndim} axes of a tensor of shape {self.shape}; "
+                          "to transpose a batch of matrices (swap the last two axes), use .mT",
+                          stacklevel=2)
         return self.transpose()
 
     @property
@@ -363,77 +355,6 @@ class Tensor:
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: self.data.size)
 
-    def numpy(self):
-        """The data itself (a view: writing to it changes the tensor)."""
-        return self.data
-
-    def item(self):
-        return self.data.item()
-
-    # ---------------------------------------------------------------- Python and NumPy protocols
-    def __len__(self):
-        return len(self.data)
-
-    def __iter__(self):
-        """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
-        if self.ndim == 0:
-            raise TypeError(f"iter: cannot iterate over a 0-d tensor (shape {self.shape})")
-        return (self[i] for i in range(len(self)))
-
-    def __array__(self, dtype=None, copy=None):
-        if copy:
-            return np.array(self.data, dtype=dtype)
-        return self.data if dtype is None else self.data.astype(dtype, copy=False)
-
-    def __bool__(self):
-        return bool(self.data)
-
-    def __float__(self):
-        return float(self.data)
-
-    # Comparisons are elementwise, as in NumPy, and give boolean constants (for masks and
-    # `ta.where`; no gradient flows through a comparison). Tensors stay hashable by identity.
-    __hash__ = object.__hash__
-
-    def __eq__(self, other):
-        return Tensor(self.data == data_of(other))
-
-    def __ne__(self, other):
-        return Tensor(self.data != data_of(other))
-
-    def __lt__(self, other):
-        return Tensor(self.data < data_of(other))
-
-    def __le__(self, other):
-        return Tensor(self.data <= data_of(other))
-
-    def __gt__(self, other):
-        return Tensor(self.data > data_of(other))
-
-    def __ge__(self, other):
-        return Tensor(self.data >= data_of(other))
-
-    def __reduce__(self):
-        """Pickling and copy.deepcopy: a leaf is rebuilt as a fresh leaf with copies of its data
-        and grad (the graph's weak references cannot be copied); a tensor made by an op refuses,
-        as in PyTorch."""
-        if not self.is_leaf:
-            raise RuntimeError("only leaf tensors (made by the user, not by an op) can be copied "
-                               "or pickled; detach() it first")
-        return type(self), (self.data, self.requires_grad), (None, {"grad": self.grad,
-                                                                    "name": self.name})
-
-    def __repr__(self):
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = ""
-        if self.data.dtype != np.float64 and self.data.dtype.kind == "f":
-            extra += f", dtype={self.data.dtype}"
-        if not self.is_leaf:
-            extra += f", grad_fn=<{self._node.name}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
-
 
 def tensor(data, requires_grad=False, dtype=None):
     """A new tensor holding a copy of `data` (a list, scalar, array or tensor), like `np.array`."""
@@ -441,55 +362,15 @@ def tensor(data, requires_grad=False, dtype=None):
     return Tensor(data.copy(), requires_grad=requires_grad)
 
 
-class TensorIndexError(IndexError, ValueError):
-    """An index out of range: an IndexError as in NumPy and PyTorch, and a ValueError like every
-    other bad input to tinyattn."""
-
-
-def data_of(value):
-    """The NumPy array behind a tensor; any other value as it is."""
-    return value.data if isinstance(value, Tensor) else value
-
-
-def numeric_array(data, op, dtype=None):
-    """`data` (an array, a list, a number) as a NumPy array of numbers: bool, int or float.
-
-    NumPy's complaint about it (a ragged list, strings) is passed on as a tinyattn error naming
-    `op`, the operation that received it.
-    """
-    try:
-        array = np.asarray(data, dtype=dtype)
-    except (ValueError, TypeError) as error:
-        raise type(error)(f"{op}: {error}") from None
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{op}: expected numbers, got an array of dtype {array.dtype}")
-    return array
-
-
-def _as_operand(value, op):
-    """A non-tensor operand, as NumPy should see it.
-
-    Numbers stay Python numbers, because NumPy lets a Python number take the dtype of the array it
-    meets: `x * 0.5` stays float32 for a float32 `x`. A NumPy scalar would not (`np.sqrt(2.0)` is a
-    float64 and would upcast), so it is turned into a Python number first, as PyTorch does.
-    """
-    if isinstance(value, (np.ndarray, list, tuple)):
-        return numeric_array(value, op)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (int, float)):
-        return value
-    raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
-
-
 # ------------------------------------------------------------------------------------------------
-# The two switches
+# The switches
 
 class switches:
-    """How ops behave, switched for the length of a `with` block by the two functions below."""
+    """How ops behave, switched for the length of a `with` block by the functions below."""
 
     grad_enabled = True     # False under `no_grad()`: ops record no graph
     retain_grads = False    # True under `retain_grads()`: every op output keeps its .grad
+    checking = True         # False inside a door (arguments.door): arguments were checked there
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from tinyattn.arguments import check_ints, check_number, check_numbers
+from tinyattn import arguments
+from tinyattn.arguments import door
 from tinyattn.engine import Tensor
 
 
@@ -17,8 +18,8 @@ class Optimizer:
     index, filled at the parameter's first step."""
 
     def __init__(self, params, lr):
-        self.params = check_parameters(type(self).__name__, params)
-        self.lr = check_number(type(self).__name__, "lr", lr, low=0)
+        self.params = list(params)
+        self.lr = float(lr)
 
     def zero_grad(self):
         for p in self.params:
@@ -30,21 +31,26 @@ class Optimizer:
         return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
 
 
-def check_parameters(op, params):
-    """The door for the parameters of an optimizer (or of clip_grad_norm): an iterable of tensors
-    that require grad, not empty, none twice; returned as a list. A single tensor is refused, as
-    in PyTorch: iterating over it would give its rows."""
+def check_parameters(params):
+    """The parameters of an optimizer (or of clip_grad_norm): an iterable of tensors that require
+    grad, not empty, none twice. A single tensor is refused, as in PyTorch: iterating over it
+    would give its rows. Returns {"params": them as a list}: a generator can be read only once."""
     if isinstance(params, Tensor):
-        raise TypeError(f"{op}: params must be an iterable of tensors, got a single Tensor of "
-                        f"shape {params.shape}; pass [tensor]")
+        raise TypeError(f"params must be an iterable of tensors, got a single Tensor of shape "
+                        f"{params.shape}; pass [tensor]")
     params = list(params)
     if not params:
-        raise ValueError(f"{op}: got an empty list of parameters")
+        raise ValueError("got an empty list of parameters")
     if not all(isinstance(p, Tensor) and p.requires_grad for p in params):
-        raise TypeError(f"{op}: every parameter must be a Tensor that requires grad")
+        raise TypeError("every parameter must be a Tensor that requires grad")
     if len({id(p) for p in params}) != len(params):
-        raise ValueError(f"{op}: a parameter appears twice in the list")
-    return params
+        raise ValueError("a parameter appears twice in the list")
+    return {"params": params}
+
+
+def check_sgd(self, params, lr, momentum=0.0, weight_decay=0.0):
+    arguments.numbers(low=0, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    return check_parameters(params)
 
 
 class SGD(Optimizer):
@@ -53,11 +59,10 @@ class SGD(Optimizer):
         v = momentum * v + grad (+ weight_decay * p);   p = p - lr * v
     """
 
+    @door(check_sgd)
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
-        self.momentum, self.weight_decay = check_numbers(type(self).__name__, low=0,
-                                                         momentum=momentum,
-                                                         weight_decay=weight_decay)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.velocity = {}          # per parameter, from its first step: v (the first v is grad)
 
     def step(self):
@@ -72,6 +77,17 @@ class SGD(Optimizer):
             p.data -= self.lr * grad
 
 
+def check_adam(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    arguments.numbers(low=0, lr=lr)
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    arguments.numbers(low=0, beta1=betas[0], beta2=betas[1])
+    if not (betas[0] < 1.0 and betas[1] < 1.0):     # 1 would never forget
+        raise ValueError(f"needs 0 <= betas < 1, got betas={betas}")
+    arguments.numbers(low=0, eps=eps, weight_decay=weight_decay)
+    return check_parameters(params)
+
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba), as in PyTorch:
 
@@ -81,11 +97,11 @@ class Adam(Optimizer):
     with g the gradient plus weight_decay * p (weight decay as L2 regularisation; see AdamW).
     """
 
+    @door(check_adam)
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
-        self.beta1, self.beta2 = check_betas(type(self).__name__, betas)
-        self.eps, self.weight_decay = check_numbers(type(self).__name__, low=0, eps=eps,
-                                                    weight_decay=weight_decay)
+        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
         # per parameter, made at its first step (in its dtype then): the moving averages of its
         # gradient and squared gradient, and how many steps it has taken
         self.m, self.v, self.steps = {}, {}, {}
@@ -107,17 +123,6 @@ class Adam(Optimizer):
             v *= self.beta2
             v += (1.0 - self.beta2) * grad * grad
             p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
-
-
-def check_betas(op, betas):
-    """The door for Adam's `betas`: a pair (beta1, beta2) of numbers in [0, 1), the decay rates of
-    its moving averages (1 would never forget). Returns them as Python floats."""
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"{op}: betas must be a pair (beta1, beta2), got {betas!r}")
-    beta1, beta2 = check_numbers(op, low=0, beta1=betas[0], beta2=betas[1])
-    if not (beta1 < 1.0 and beta2 < 1.0):
-        raise ValueError(f"{op}: needs 0 <= betas < 1, got betas={betas}")
-    return beta1, beta2
 
 
 class AdamW(Adam):
@@ -144,6 +149,13 @@ class AdamW(Adam):
         return p.grad
 
 
+def check_clip_grad_norm(parameters, max_norm):
+    arguments.numbers(low=0, max_norm=max_norm)
+    single = [parameters] if isinstance(parameters, Tensor) else parameters
+    return {"parameters": check_parameters(single)["params"]}
+
+
+@door(check_clip_grad_norm)
 def clip_grad_norm(parameters, max_norm):
     """Scale the gradients of `parameters` together so that their total norm is at most
     `max_norm`, as PyTorch's `torch.nn.utils.clip_grad_norm_`:
@@ -155,9 +167,6 @@ def clip_grad_norm(parameters, max_norm):
     clipping, a Python float; parameters without a gradient are left out. As in PyTorch,
     `parameters` may also be a single tensor.
     """
-    parameters = check_parameters("clip_grad_norm",
-                                  [parameters] if isinstance(parameters, Tensor) else parameters)
-    max_norm = check_number("clip_grad_norm", "max_norm", max_norm, low=0)
     grads = [p.grad for p in parameters if p.grad is not None]
     norm = math.hypot(*(float(np.linalg.norm(g)) for g in grads))
     factor = max_norm / (norm + 1e-6)
@@ -167,6 +176,12 @@ def clip_grad_norm(parameters, max_norm):
     return norm
 
 
+def check_warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
+    arguments.ints(low=0, step=step, warmup_steps=warmup_steps, total_steps=total_steps)
+    arguments.numbers(low=0, lr=lr, min_lr=min_lr)
+
+
+@door(check_warmup_cosine_lr)
 def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
     """The learning rate at `step` (counted from 0) of a linear warm-up then a cosine decay:
 
@@ -177,9 +192,6 @@ def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
 
     Set it before each step: `optimizer.lr = warmup_cosine_lr(step, 1e-3, 100, 2000, 1e-4)`.
     """
-    check_ints("warmup_cosine_lr", low=0, step=step, warmup_steps=warmup_steps,
-               total_steps=total_steps)
-    lr, min_lr = check_numbers("warmup_cosine_lr", low=0, lr=lr, min_lr=min_lr)
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     if step >= total_steps:

@@ -1,17 +1,17 @@
 """Functions on tensors, composed from the ops: `import tinyattn.functional as F`.
 
 Read in this order: basics (activations, softmax, layer norm, dropout, cross-entropy), then
-attention (scaled dot-product attention, with shape comments on every line), then positions (the
-sinusoidal table, rotary embeddings, ALiBi), then attention that scales: flash_attention (the same
-attention, block by block), sparse_patterns (masks of the Sparse Transformer and Longformer),
-sliding_window (a band computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020,
-causal by chunks).
+scaled_dot_product (attention, with shape comments on every line), then positions (the sinusoidal
+table, rotary embeddings, ALiBi), then attention that scales: fused_attention (FlashAttention's
+door: the same attention, block by block), sparse_patterns (masks of the Sparse Transformer and
+Longformer), sliding_window (a band computed chunk by chunk) and linear_attention (Katharopoulos
+et al. 2020, causal by chunks).
 """
 from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
                                         cross_entropy)
-from tinyattn.functional.attention import attention, scaled_dot_product_attention
+from tinyattn.functional.scaled_dot_product import attention, scaled_dot_product_attention
 from tinyattn.functional.positions import sinusoidal_positions, rope, alibi_slopes, alibi_bias
-from tinyattn.functional.flash_attention import flash_attention
+from tinyattn.functional.fused_attention import flash_attention
 from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, sparse_transformer_mask,
                                                  global_mask, longformer_mask)
 from tinyattn.functional.sliding_window import sliding_window_attention

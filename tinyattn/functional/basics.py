@@ -7,35 +7,41 @@ replaces). Because of that, a gradient check of anything here also checks the op
 """
 import numpy as np
 
-from tinyattn import ops, rng
-from tinyattn.arguments import check_ids, check_number, check_shapes, check_tensor
-from tinyattn.engine import data_of, numeric_array
+from tinyattn import arguments, ops, rng
+from tinyattn.arguments import door
+from tinyattn.plumbing import data_of, numeric_array
 
 
+@door(lambda x, axis=-1: arguments.tensor("x", x))
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (see `ops.softmax.Softmax`)."""
-    check_tensor("softmax", "x", x)
     return ops.Softmax.apply(x, axis=axis)
 
 
+@door(lambda x, axis=-1: arguments.tensor("x", x))
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (see `ops.softmax.LogSoftmax`)."""
-    check_tensor("log_softmax", "x", x)
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
+@door(lambda x: arguments.tensor("x", x))
 def relu(x):
     """max(x, 0), elementwise."""
-    check_tensor("relu", "x", x)
     return ops.Relu.apply(x)
 
 
+def check_elu(x, alpha=1.0):
+    arguments.tensor("x", x)
+    arguments.numbers(alpha=alpha)
+
+
+@door(check_elu)
 def elu(x, alpha=1.0):
     """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
-    check_tensor("elu", "x", x)
-    return ops.Elu.apply(x, alpha=check_number("elu", "alpha", alpha))
+    return ops.Elu.apply(x, alpha=float(alpha))
 
 
+@door(lambda x: arguments.tensor("x", x))
 def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 
@@ -44,10 +50,16 @@ def gelu(x):
     One fused op (`ops.elementwise.Gelu`, where its derivative is worked out); the checklist
     compares it with the same formula composed from primitive ops.
     """
-    check_tensor("gelu", "x", x)
     return ops.Gelu.apply(x)
 
 
+def check_layer_norm(x, weight=None, bias=None, eps=1e-5):
+    arguments.shapes(same_dtype=True, floating=True, optional=("weight", "bias"),
+                     x=(x, "(..., N)"), weight=(weight, "(N)"), bias=(bias, "(N)"))
+    arguments.numbers(low=0, eps=eps)
+
+
+@door(check_layer_norm)
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """Normalise each row (the last axis) to mean 0 and variance 1, then scale by `weight` and
     shift by `bias` (both of the row's size, or None):
@@ -57,17 +69,19 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     One fused op (`ops.layer_norm.LayerNorm`, where its backward is derived); the checklist
     compares it with the same formula composed from primitive ops.
     """
-    check_shapes("layer_norm", same_dtype=True, floating=True, optional=("weight", "bias"),
-                 x=(x, "... N"), weight=(weight, "N"), bias=(bias, "N"))
-    eps = check_number("layer_norm", "eps", eps, low=0)
     return ops.LayerNorm.apply(x, 1.0 if weight is None else weight,
-                               0.0 if bias is None else bias, eps=eps)
+                               0.0 if bias is None else bias, eps=float(eps))
 
 
+def check_dropout(x, p=0.5, training=True):
+    arguments.tensor("x", x)
+    arguments.numbers(0, 1, p=p)
+
+
+@door(check_dropout)
 def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the survivors by 1 / (1 - p), so that the
     expected value is unchanged; the identity when not training or when p = 0."""
-    p = check_number("dropout", "p", p, 0, 1)
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -76,13 +90,30 @@ def dropout(x, p=0.5, training=True):
     return x * (keep / (1.0 - p)).astype(x.dtype)
 
 
+def check_cross_entropy(logits, targets, ignore_index=-100):
+    """The targets must fit the logits: integer class indices, of the logits' shape without the
+    classes."""
+    arguments.tensor("logits", logits)
+    if logits.ndim == 0:
+        raise ValueError(f"logits need at least one dimension (the classes), got shape "
+                         f"{logits.shape}")
+    targets = numeric_array(data_of(targets), "targets")
+    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+    arguments.ids("targets", targets[targets != ignore_index], C, "classes")
+    expected = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()
+    if targets.shape != expected:
+        raise ValueError(f"logits of shape {logits.shape} need targets of shape {expected}, got "
+                         f"{targets.shape}")
+
+
+@door(check_cross_entropy)
 def cross_entropy(logits, targets, ignore_index=-100):
     """The mean over targets of -log softmax(logits)[target], as PyTorch's `F.cross_entropy`.
 
     logits: (C,), (N, C), or (N, C, d1, ...) with the classes on axis 1; targets: integer class
     indices of shape (), (N,) or (N, d1, ...). Targets equal to `ignore_index` are left out.
     """
-    targets = check_cross_entropy_arguments(logits, targets, ignore_index)
+    targets = np.asarray(data_of(targets))
     C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
 
     if logits.ndim > 2:                 # (N, C, d1, ...) -> (N, d1, ..., C): classes last
@@ -92,19 +123,3 @@ def cross_entropy(logits, targets, ignore_index=-100):
     rows = np.flatnonzero(targets != ignore_index)    # the rows that count
     picked = log_softmax(logits, axis=-1)[rows, targets[rows]]    # (counted rows,)
     return -picked.mean()
-
-
-def check_cross_entropy_arguments(logits, targets, ignore_index):
-    """The targets as an array of class indices, after checking that they fit the logits."""
-    check_tensor("cross_entropy", "logits", logits)
-    if logits.ndim == 0:
-        raise ValueError(f"cross_entropy: logits need at least one dimension (the classes), got "
-                         f"shape {logits.shape}")
-    targets = numeric_array(data_of(targets), "cross_entropy: targets")
-    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
-    check_ids("cross_entropy", "targets", targets[targets != ignore_index], C, "classes")
-    expected = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()
-    if targets.shape != expected:
-        raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of shape "
-                         f"{expected}, got {targets.shape}")
-    return targets

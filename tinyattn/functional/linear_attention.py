@@ -41,7 +41,8 @@ In this file S is the paper's state; the number of keys, which SDPA's docstring 
 """
 import numpy as np
 
-from tinyattn.arguments import check_flags, check_ints, check_number, check_shapes
+from tinyattn import arguments
+from tinyattn.arguments import door
 from tinyattn.functional.basics import elu
 from tinyattn.functional.sliding_window import chunked
 
@@ -51,6 +52,17 @@ def feature_map(x):
     return elu(x) + 1.0
 
 
+def check_linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64):
+    sizes = arguments.attention_inputs(query, key, value, keys="Lk")
+    arguments.flags(is_causal=is_causal)
+    if is_causal and sizes["L"] != sizes["Lk"]:
+        raise ValueError(f"causal attention needs as many keys as queries (L == Lk), got query "
+                         f"{query.shape}, key {key.shape}, value {value.shape}")
+    arguments.ints(low=1, chunk_size=chunk_size)
+    arguments.numbers(low=0, eps=eps)
+
+
+@door(check_linear_attention)
 def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64):
     """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
     the keys j <= i when causal (see the top of this file).
@@ -59,27 +71,13 @@ def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64
     leading axes broadcast; causal needs L == Lk. `chunk_size` (causal only) is the C of the
     chunked form: any positive int gives the same numbers, and only speed and memory depend on it.
     """
-    eps = check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_size)
+    eps = float(eps)
     if is_causal:
         return causal_linear_attention(query, key, value, eps, chunk_size)
     phi_q, phi_k = feature_map(query), feature_map(key)     # (..., L, E), (..., Lk, E)
     S = phi_k.mT @ value                                    # (..., E, Ev)  sum_j phi(k_j) v_j^T
     z = phi_k.mT.sum(axis=-1, keepdims=True)                # (..., E, 1)   sum_j phi(k_j)
     return (phi_q @ S) / (phi_q @ z + eps)                  # (..., L, Ev) / (..., L, 1)
-
-
-def check_linear_attention_arguments(query, key, value, is_causal, eps, chunk_size):
-    """The door of linear_attention; returns eps as a Python float."""
-    sizes = check_shapes("linear_attention", same_dtype=True, floating=True,
-                         query=(query, "... L E"), key=(key, "... Lk E"),
-                         value=(value, "... Lk Ev"))
-    check_flags("linear_attention", is_causal=is_causal)
-    if is_causal and sizes["L"] != sizes["Lk"]:
-        raise ValueError(f"linear_attention: causal attention needs as many keys as queries "
-                         f"(L == Lk), got query {query.shape}, key {key.shape}, "
-                         f"value {value.shape}")
-    check_ints("linear_attention", low=1, chunk_size=chunk_size)
-    return check_number("linear_attention", "eps", eps, low=0)
 
 
 def causal_linear_attention(query, key, value, eps, C):
@@ -106,6 +104,18 @@ def causal_linear_attention(query, key, value, eps, C):
     return out[..., :L, :]                          # (..., L, Ev)
 
 
+def check_linear_attention_step(query, key, value, state=None, eps=1e-6):
+    tensors = dict(query=(query, "(..., E)"), key=(key, "(..., E)"), value=(value, "(..., Ev)"))
+    if state is not None:
+        if not (isinstance(state, tuple) and len(state) == 2):
+            raise TypeError(f"state must be the (S, z) pair a previous step returned, or None, "
+                            f"got {type(state).__name__}")
+        tensors.update(S=(state[0], "(..., E, Ev)"), z=(state[1], "(..., E)"))
+    arguments.shapes(same_dtype=True, floating=True, **tensors)
+    arguments.numbers(low=0, eps=eps)
+
+
+@door(check_linear_attention_step)
 def linear_attention_step(query, key, value, state=None, eps=1e-6):
     """Causal linear attention for one position, as a step of an RNN (the paper's section 3.4):
 
@@ -117,8 +127,7 @@ def linear_attention_step(query, key, value, state=None, eps=1e-6):
     (out (..., Ev), (S, z)). Stepping through a sequence gives `linear_attention(...,
     is_causal=True)` position by position, with a state whose size does not grow.
     """
-    eps = check_linear_attention_step_arguments(query, key, value, state, eps)
-
+    eps = float(eps)
     phi_q, phi_k = feature_map(query), feature_map(key)    # (..., E), (..., E)
     outer = phi_k[..., :, None] * value[..., None, :]      # (..., E, Ev)  phi(k_i) v_i^T
     S = outer if state is None else state[0] + outer       # (..., E, Ev)
@@ -126,15 +135,3 @@ def linear_attention_step(query, key, value, state=None, eps=1e-6):
     numerator = (phi_q[..., None, :] @ S)[..., 0, :]       # (..., Ev)
     denominator = (phi_q * z).sum(axis=-1, keepdims=True) + eps   # (..., 1)
     return numerator / denominator, (S, z)
-
-
-def check_linear_attention_step_arguments(query, key, value, state, eps):
-    """The door of linear_attention_step; returns eps as a Python float."""
-    tensors = dict(query=(query, "... E"), key=(key, "... E"), value=(value, "... Ev"))
-    if state is not None:
-        if not (isinstance(state, tuple) and len(state) == 2):
-            raise TypeError(f"linear_attention_step: state must be the (S, z) pair a previous step "
-                            f"returned, or None, got {type(state).__name__}")
-        tensors.update(S=(state[0], "... E Ev"), z=(state[1], "... E"))
-    check_shapes("linear_attention_step", same_dtype=True, floating=True, **tensors)
-    return check_number("linear_attention_step", "eps", eps, low=0)

@@ -26,7 +26,8 @@ very angles rope rotates by.)
 """
 import numpy as np
 
-from tinyattn.arguments import check_dtype, check_ints, check_number, check_shapes
+from tinyattn import arguments
+from tinyattn.arguments import door
 from tinyattn.ops import stack
 
 
@@ -35,6 +36,11 @@ def frequencies(dim, base=10000.0):
     return base ** (-np.arange(0, dim, 2) / dim)
 
 
+def check_sinusoidal_positions(length, dim):
+    arguments.ints(low=0, length=length, dim=dim)
+
+
+@door(check_sinusoidal_positions)
 def sinusoidal_positions(length, dim):
     """The table of "Attention Is All You Need", (length, dim):
 
@@ -43,7 +49,6 @@ def sinusoidal_positions(length, dim):
     Each pair of columns is a sinusoid of its own wavelength, so every position gets a distinct
     pattern and nearby positions get similar ones.
     """
-    check_ints("sinusoidal_positions", low=0, length=length, dim=dim)
     angles = np.arange(length)[:, None] * frequencies(dim)       # (length, ceil(dim / 2))
     table = np.zeros((length, dim))
     table[:, 0::2] = np.sin(angles)
@@ -51,6 +56,16 @@ def sinusoidal_positions(length, dim):
     return table
 
 
+def check_rope(x, offset=0, base=10000.0):
+    sizes = arguments.shapes(floating=True, x=(x, "(..., T, D)"))
+    if sizes["D"] % 2:
+        raise ValueError(f"the last axis of x holds pairs of features, so it must be even; got x "
+                         f"of shape {x.shape}")
+    arguments.ints(low=0, offset=offset)
+    arguments.numbers(low=1, base=base)
+
+
+@door(check_rope)
 def rope(x, offset=0, base=10000.0):
     """Rotary position embedding (RoFormer, Su et al. 2021), on interleaved pairs of features.
 
@@ -79,7 +94,7 @@ def rope(x, offset=0, base=10000.0):
     2i + 1. The rotations are the same, applied to the features in another order, so a model's
     query and key weights can be permuted from one layout to the other.
     """
-    T, D = check_rope_arguments(x, offset, base)
+    T, D = x.shape[-2:]
     angles = np.arange(offset, offset + T)[:, None] * frequencies(D, base)    # (T, D/2)
     cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
     x0, x1 = x[..., 0::2], x[..., 1::2]                          # (..., T, D/2): each pair's two
@@ -87,17 +102,11 @@ def rope(x, offset=0, base=10000.0):
     return rotated.reshape(x.shape)                              # (..., T, D), pairs interleaved
 
 
-def check_rope_arguments(x, offset, base):
-    """(T, D) of x, once x is a floating-point (..., T, D) tensor with D even."""
-    sizes = check_shapes("rope", floating=True, x=(x, "... T D"))
-    if sizes["D"] % 2:
-        raise ValueError(f"rope: the last axis of x holds pairs of features, so it must be even; "
-                         f"got x of shape {x.shape}")
-    check_ints("rope", low=0, offset=offset)
-    check_number("rope", "base", base, low=1)
-    return sizes["T"], sizes["D"]
+def check_alibi_slopes(num_heads):
+    arguments.ints(low=1, num_heads=num_heads)
 
 
+@door(check_alibi_slopes)
 def alibi_slopes(num_heads):
     """ALiBi's slope m_h for each head h = 1 ... H (Press et al. 2022, section 3).
 
@@ -105,8 +114,7 @@ def alibi_slopes(num_heads):
     heads. Otherwise the paper's rule: the slopes of the nearest lower power of two n, then every
     other slope of 2n heads (those 2n slopes interleave with the first n) until there are H.
     """
-    check_ints("alibi_slopes", low=1, num_heads=num_heads)
-    n = 1 << (num_heads.bit_length() - 1)              # the largest power of two <= num_heads
+    n = 1 << (int(num_heads).bit_length() - 1)         # the largest power of two <= num_heads
     slopes = geometric_slopes(n)
     if n < num_heads:
         slopes = np.concatenate([slopes, geometric_slopes(2 * n)[0::2][: num_heads - n]])
@@ -118,6 +126,13 @@ def geometric_slopes(n):
     return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
 
 
+def check_alibi_bias(num_heads, length, dtype=np.float64, offset=0):
+    arguments.ints(low=1, num_heads=num_heads)
+    arguments.ints(low=0, length=length, offset=offset)
+    arguments.floating_dtype(dtype)
+
+
+@door(check_alibi_bias)
 def alibi_bias(num_heads, length, dtype=np.float64, offset=0):
     """ALiBi's bias (Press et al. 2022), to pass as a float `attn_mask`: (num_heads, length, S)
 
@@ -132,9 +147,6 @@ def alibi_bias(num_heads, length, dtype=np.float64, offset=0):
     bias under a causal mask. (Its code adds m_h * j instead, which differs from that by m_h p_i,
     the same along a row, so it gives the same softmax.)
     """
-    check_ints("alibi_bias", low=1, num_heads=num_heads)
-    check_ints("alibi_bias", low=0, length=length, offset=offset)
-    dtype = check_dtype("alibi_bias", dtype)
     slopes = alibi_slopes(num_heads)                                   # (H,)
     query_positions = np.arange(offset, offset + length)               # (L,)
     key_positions = np.arange(offset + length)                         # (S,)

@@ -22,13 +22,19 @@ import math
 
 import numpy as np
 
-from tinyattn import ops
-from tinyattn.arguments import check_flags, check_ints, check_shapes
-from tinyattn.functional.attention import check_scale
+from tinyattn import arguments, ops
+from tinyattn.arguments import door
 from tinyattn.functional.basics import softmax
 from tinyattn.functional.sparse_patterns import in_band
 
 
+def check_sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
+    arguments.attention_inputs(query, key, value, scale, keys="L")
+    arguments.ints(low=1, window=window)
+    arguments.flags(is_causal=is_causal)
+
+
+@door(check_sliding_window_attention)
 def sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
     """Attention of each query to the keys within `window` positions of it (see the top of this
     file): the same result as `F.scaled_dot_product_attention(query, key, value,
@@ -38,13 +44,8 @@ def sliding_window_attention(query, key, value, window, is_causal=True, scale=No
     as queries; the leading axes broadcast. `window` is a positive int (L or more: plain causal
     attention, or plain attention when not causal); `scale` defaults to 1 / sqrt(E).
     """
-    sizes = check_shapes("sliding_window_attention", same_dtype=True, floating=True,
-                         query=(query, "... L E"), key=(key, "... L E"),
-                         value=(value, "... L Ev"))
-    check_ints("sliding_window_attention", low=1, window=window)
-    check_flags("sliding_window_attention", is_causal=is_causal)
-    scale = check_scale("sliding_window_attention", scale, sizes["E"])
-    L = sizes["L"]
+    L, E = query.shape[-2:]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     C = max(1, min(window, L))              # chunk size: a query's keys lie in its neighbour chunks
     n = -(-L // C)                          # number of chunks, the last one padded to C positions
     spans = 2 if is_causal else 3           # chunks of keys per chunk of queries

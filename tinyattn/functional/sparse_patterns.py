@@ -19,8 +19,9 @@ then throws the masked ones away. The savings come from code that never scores t
 """
 import numpy as np
 
-from tinyattn.arguments import check_flags, check_ids, check_ints
-from tinyattn.engine import numeric_array
+from tinyattn import arguments
+from tinyattn.arguments import door
+from tinyattn.plumbing import numeric_array
 
 
 def in_band(i, j, window, is_causal=True):
@@ -32,6 +33,13 @@ def in_band(i, j, window, is_causal=True):
     return abs(i - j) < window
 
 
+def check_local_mask(length, window, is_causal=True):
+    arguments.ints(low=0, length=length)
+    arguments.ints(low=1, window=window)
+    arguments.flags(is_causal=is_causal)
+
+
+@door(check_local_mask)
 def local_mask(length, window, is_causal=True):
     """The band: query i sees the keys j with i - window < j <= i (causal) or |i - j| < window.
 
@@ -53,18 +61,17 @@ def local_mask(length, window, is_causal=True):
      [0 0 1 1 1]
      [0 0 0 1 1]]
     """
-    check_sizes("local_mask", length, window=window)
-    check_flags("local_mask", is_causal=is_causal)
     positions = np.arange(length)
     return in_band(positions[:, None], positions[None, :], window, is_causal)   # (L, L)
 
 
-def check_sizes(op, length, **sizes):
-    """The door of every pattern here: `length` an int >= 0, the window or stride an int >= 1."""
-    check_ints(op, low=0, length=length)
-    check_ints(op, low=1, **sizes)
+def check_strided(length, stride):
+    """The door of the two patterns of a stride."""
+    arguments.ints(low=0, length=length)
+    arguments.ints(low=1, stride=stride)
 
 
+@door(check_strided)
 def strided_mask(length, stride):
     """Causal, every `stride`-th key back: j <= i and (i - j) a multiple of stride.
 
@@ -78,12 +85,12 @@ def strided_mask(length, stride):
      [0 1 0 0 1 0]
      [0 0 1 0 0 1]]
     """
-    check_sizes("strided_mask", length, stride=stride)
     positions = np.arange(length)
     i, j = positions[:, None], positions[None, :]                    # (L, 1), (1, L)
     return (j <= i) & ((i - j) % stride == 0)                        # (L, L)
 
 
+@door(check_strided)
 def sparse_transformer_mask(length, stride):
     """The Sparse Transformer's "strided" pattern with both heads merged into one: the last
     `stride` keys (i itself included) and every stride-th key before them. With stride near
@@ -98,10 +105,15 @@ def sparse_transformer_mask(length, stride):
      [1 0 1 1 1 0]
      [0 1 0 1 1 1]]
     """
-    check_sizes("sparse_transformer_mask", length, stride=stride)
     return local_mask(length, stride) | strided_mask(length, stride)
 
 
+def check_global_mask(length, positions):
+    arguments.ints(low=0, length=length)
+    check_positions(positions, length)
+
+
+@door(check_global_mask)
 def global_mask(length, positions):
     """Global attention (Longformer): the chosen positions see every key, and every query sees
     them (their rows and columns are True); nothing else is.
@@ -113,22 +125,27 @@ def global_mask(length, positions):
      [1 1 1 1 1]
      [1 0 0 1 0]]
     """
-    check_sizes("global_mask", length)
-    positions = check_positions("global_mask", positions, length)
+    positions = np.asarray(positions, dtype=int)
     mask = np.zeros((length, length), dtype=bool)    # (L, L)
     mask[positions, :] = True                        # a global query sees every key
     mask[:, positions] = True                        # every query sees a global key
     return mask
 
 
-def check_positions(op, positions, length):
-    """The global positions as an array of ints in [0, length); [] (float64 to NumPy) is none."""
-    positions = numeric_array(positions, f"{op}: positions")
-    if positions.size == 0:
-        positions = positions.astype(int)
-    return check_ids(op, "positions", positions, length, "positions")
+def check_positions(positions, length):
+    """The global positions: ints in [0, length) ([] is none)."""
+    positions = numeric_array(positions, "positions")
+    arguments.ids("positions", positions.astype(int) if positions.size == 0 else positions,
+                  length, "positions")
 
 
+def check_longformer_mask(length, window, positions):
+    arguments.ints(low=0, length=length)
+    arguments.ints(low=1, window=window)
+    check_positions(positions, length)
+
+
+@door(check_longformer_mask)
 def longformer_mask(length, window, positions):
     """Longformer's pattern: the symmetric band |i - j| < window and the global positions.
 
@@ -142,6 +159,4 @@ def longformer_mask(length, window, positions):
      [1 0 0 1 1 1]
      [1 0 0 0 1 1]]
     """
-    check_sizes("longformer_mask", length, window=window)
-    check_positions("longformer_mask", positions, length)
     return local_mask(length, window, is_causal=False) | global_mask(length, positions)

@@ -4,7 +4,7 @@ from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
                                 PositionalEncoding)
 from tinyattn.functional.positions import sinusoidal_positions   # also nn.sinusoidal_positions
-from tinyattn.nn.attention import MultiHeadAttention, KVCache
+from tinyattn.nn.multi_head_attention import MultiHeadAttention, KVCache
 from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
 from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
 from tinyattn.nn.experts import MixtureOfExperts

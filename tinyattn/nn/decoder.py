@@ -23,14 +23,22 @@ as in "Attention Is All You Need" (Vaswani et al., 2017), with the LayerNorm bef
 """
 import numpy as np
 
-from tinyattn.arguments import check_ids, check_ints, check_layer_arguments, check_shapes
+from tinyattn import arguments
+from tinyattn.arguments import door
 from tinyattn.engine import no_grad
-from tinyattn.functional.attention import split_mask
-from tinyattn.nn.attention import MultiHeadAttention
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
+from tinyattn.nn.multi_head_attention import MultiHeadAttention
 from tinyattn.nn.transformer import TransformerBlock
+from tinyattn.plumbing import TensorIndexError, data_of
+
+
+def check_decoder_block_input(self, x, memory, memory_mask=None):
+    sizes = arguments.shapes(dtype=self.ln1.weight.dtype, x=(x, f"(B, L, {self.embed_dim})"),
+                             memory=(memory, f"(B, S, {self.embed_dim})"))
+    cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
+    arguments.attention_mask(memory_mask, cross_scores, x.dtype, "memory_mask")
 
 
 class TransformerDecoderBlock(Module):
@@ -48,10 +56,10 @@ class TransformerDecoderBlock(Module):
     causal one: the decoder's own sequence is not padded on the left.
     """
 
+    @door(lambda self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None, dtype=None:
+          arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale, dtype))
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None):
-        check_layer_arguments("TransformerDecoderBlock", embed_dim, num_heads, hidden_dim, dropout,
-                              scale, dtype)
         self.embed_dim = embed_dim
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
@@ -66,20 +74,76 @@ class TransformerDecoderBlock(Module):
     def forward(self, x, memory, memory_mask=None):
         return self.forward_with_weights(x, memory, memory_mask)[0]
 
+    @door(check_decoder_block_input)
     def forward_with_weights(self, x, memory, memory_mask=None):
         """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
         (B, H, L, S))."""
-        sizes = check_shapes("TransformerDecoderBlock", dtype=self.ln1.weight.dtype,
-                             x=(x, f"B L {self.embed_dim}"),
-                             memory=(memory, f"B S {self.embed_dim}"))
-        cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
-        split_mask(memory_mask, cross_scores, x.dtype, "TransformerDecoderBlock", "memory_mask")
         attended, self_weights = self.self_attn(self.ln1(x), is_causal=True)   # (B, L, E)
         x = x + self.dropout(attended)                                          # (B, L, E)
         read, cross_weights = self.cross_attn(self.ln2(x), memory, memory,
                                               attn_mask=memory_mask)            # (B, L, E)
         x = x + self.dropout(read)                                              # (B, L, E)
         return x + self.ff(self.ln3(x)), self_weights, cross_weights
+
+
+def check_encoder_decoder(self, src_vocab, tgt_vocab, embed_dim, num_heads, num_layers,
+                          max_len=256, hidden_dim=None, dropout=0.0, scale=None, dtype=None):
+    arguments.ints(low=1, src_vocab=src_vocab, tgt_vocab=tgt_vocab, num_layers=num_layers,
+                   max_len=max_len)
+    arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale, dtype)
+
+
+def check_sequence(model, name, ids, vocab_size):
+    """ids (B, T) within the vocabulary and max_len."""
+    arguments.ids(name, ids, vocab_size, "tokens")
+    shape = np.shape(data_of(ids))
+    if len(shape) != 2 or shape[1] > model.max_len:
+        raise ValueError(f"{name} must have shape (B, T) with T <= max_len {model.max_len}, got "
+                         f"{shape}")
+
+
+def check_src_mask(src_mask, shape):
+    """src_mask None, or booleans (True = a real token) of the source's shape (B, S)."""
+    if src_mask is None:
+        return
+    src_mask = np.asarray(src_mask)
+    if src_mask.dtype != np.bool_:
+        raise TypeError(f"src_mask must be booleans (True = a real token), got dtype "
+                        f"{src_mask.dtype}")
+    if src_mask.shape != tuple(shape):
+        raise ValueError(f"src_mask must have the source's shape (B, S) = {tuple(shape)}, got "
+                         f"{src_mask.shape}")
+
+
+def check_encoder_decoder_input(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
+    check_encode(self, src_ids, src_mask)
+    check_sequence(self, "tgt_ids", tgt_ids, self.tgt_vocab)
+    arguments.flags(return_weights=return_weights)
+
+
+def check_encode(self, src_ids, src_mask=None):
+    check_sequence(self, "src_ids", src_ids, self.src_vocab)
+    check_src_mask(src_mask, np.shape(data_of(src_ids)))
+
+
+def check_decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
+    check_sequence(self, "tgt_ids", tgt_ids, self.tgt_vocab)
+    arguments.shapes(dtype=self.head.weight.dtype,
+                     memory=(memory, f"(B, S, {self.src_embed.embedding_dim})"))
+    check_src_mask(src_mask, memory.shape[:2])
+    arguments.flags(return_weights=return_weights)
+
+
+def check_greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
+    arguments.ints(low=0, max_new_tokens=max_new_tokens)
+    arguments.ints(low=0, start_id=start_id)
+    if start_id >= self.tgt_vocab:
+        raise TensorIndexError(f"start_id must lie in [0, {self.tgt_vocab}) "
+                               f"({self.tgt_vocab} target tokens), got {start_id}")
+    if 1 + max_new_tokens > self.max_len:
+        raise ValueError(f"1 + max_new_tokens = {1 + max_new_tokens} target tokens exceed "
+                         f"max_len {self.max_len}")
+    check_encode(self, src_ids, src_mask)
 
 
 class EncoderDecoder(Module):
@@ -99,12 +163,9 @@ class EncoderDecoder(Module):
     of `nn.PositionalEncoding`, the same for source and target; `max_len` bounds both lengths.
     """
 
+    @door(check_encoder_decoder)
     def __init__(self, src_vocab, tgt_vocab, embed_dim, num_heads, num_layers, max_len=256,
                  hidden_dim=None, dropout=0.0, scale=None, dtype=None):
-        check_ints("EncoderDecoder", low=1, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                   num_layers=num_layers, max_len=max_len)
-        check_layer_arguments("EncoderDecoder", embed_dim, num_heads, hidden_dim, dropout, scale,
-                              dtype)
         self.src_vocab, self.tgt_vocab, self.max_len = src_vocab, tgt_vocab, max_len
         self.src_embed = Embedding(src_vocab, embed_dim, dtype=dtype)
         self.tgt_embed = Embedding(tgt_vocab, embed_dim, dtype=dtype)
@@ -119,25 +180,28 @@ class EncoderDecoder(Module):
         self.decoder_ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, tgt_vocab, dtype=dtype)
 
+    @door(check_encoder_decoder_input)
     def forward(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab); with return_weights, also the decoder blocks' self- and
         cross-attention weights, {"self": [(B, H, L, L)], "cross": [(B, H, L, S)]}."""
         memory = self.encode(src_ids, src_mask)                     # (B, S, E)
         return self.decode(tgt_ids, memory, src_mask, return_weights)
 
+    @door(check_encode)
     def encode(self, src_ids, src_mask=None):
         """The memory (B, S, E): the source, each position having attended to the whole source."""
-        src_ids = check_encoder_decoder_ids(self, "src_ids", src_ids, self.src_vocab)
-        padding = padding_mask(src_mask, src_ids.shape)             # (B, 1, 1, S) or None
+        src_ids = np.asarray(data_of(src_ids))                      # (B, S)
+        padding = padding_mask(src_mask)             # (B, 1, 1, S) or None
         x = self.positions(self.src_embed(src_ids))                 # (B, S, E)
         for block in self.encoder:
             x = block(x, attn_mask=padding)                         # (B, S, E)
         return self.encoder_ln(x)                                   # (B, S, E)
 
+    @door(check_decode)
     def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
-        tgt_ids = check_encoder_decoder_ids(self, "tgt_ids", tgt_ids, self.tgt_vocab)
-        padding = padding_mask(src_mask, memory.shape[:2])         # (B, 1, 1, S) or None
+        tgt_ids = np.asarray(data_of(tgt_ids))                      # (B, L)
+        padding = padding_mask(src_mask)         # (B, 1, 1, S) or None
         x = self.positions(self.tgt_embed(tgt_ids))                 # (B, L, E)
         weights = {"self": [], "cross": []}
         for block in self.decoder:
@@ -148,6 +212,7 @@ class EncoderDecoder(Module):
         return (logits, weights) if return_weights else logits
 
     @no_grad()
+    @door(check_greedy_decode)
     def greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
         """Translate greedily: (B, 1 + max_new_tokens) NumPy ids, `start_id` then the token of
         largest logit at every step.
@@ -157,10 +222,6 @@ class EncoderDecoder(Module):
         `max_new_tokens` steps: cut it at your end token. (A model with dropout should be put in
         eval() mode first.)
         """
-        check_ints("greedy_decode", low=0, max_new_tokens=max_new_tokens, start_id=start_id)
-        if 1 + max_new_tokens > self.max_len:
-            raise ValueError(f"greedy_decode: 1 + max_new_tokens = {1 + max_new_tokens} target "
-                             f"tokens exceed max_len {self.max_len}")
         memory = self.encode(src_ids, src_mask)                     # (B, S, E)
         written = np.full((len(memory), 1), start_id)               # (B, 1)
         for _ in range(max_new_tokens):
@@ -170,26 +231,9 @@ class EncoderDecoder(Module):
         return written
 
 
-def check_encoder_decoder_ids(model, name, ids, vocab_size):
-    """The door of EncoderDecoder's encode and decode: ids (B, T) within the vocabulary and
-    max_len, as an array."""
-    ids = check_ids("EncoderDecoder", name, ids, vocab_size, "tokens")
-    if ids.ndim != 2 or ids.shape[1] > model.max_len:
-        raise ValueError(f"EncoderDecoder: {name} must have shape (B, T) with T <= max_len "
-                         f"{model.max_len}, got {ids.shape}")
-    return ids
-
-
-def padding_mask(src_mask, shape):
+def padding_mask(src_mask):
     """src_mask (B, S) booleans, True for the real source tokens, as an attention mask
     (B, 1, 1, S) that broadcasts over heads and queries; None stays None."""
     if src_mask is None:
         return None
-    src_mask = np.asarray(src_mask)
-    if src_mask.dtype != np.bool_:
-        raise TypeError(f"EncoderDecoder: src_mask must be booleans (True = a real token), got "
-                        f"dtype {src_mask.dtype}")
-    if src_mask.shape != tuple(shape):
-        raise ValueError(f"EncoderDecoder: src_mask must have the source's shape (B, S) = "
-                         f"{tuple(shape)}, got {src_mask.shape}")
-    return src_mask[:, None, None, :]                               # (B, 1, 1, S)
+    return np.asarray(src_mask)[:, None, None, :]                               # (B, 1, 1, S)

@@ -14,10 +14,24 @@ point of the layer.
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn.arguments import check_ints, check_layer_arguments, check_shapes
+from tinyattn import arguments
+from tinyattn.arguments import door
 from tinyattn.nn.layers import FeedForward, Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
+
+
+def check_mixture_of_experts(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):
+    arguments.layer_sizes(embed_dim, hidden_dim=hidden_dim, dtype=dtype)
+    arguments.ints(low=1, num_experts=num_experts, top_k=top_k)
+    if top_k > num_experts:
+        raise ValueError(f"top_k {top_k} is more than num_experts {num_experts}")
+
+
+def check_mixture_of_experts_input(self, x):
+    arguments.shapes(dtype=self.router.weight.dtype, input=(x, f"(..., {self.embed_dim})"))
+    if x.size == 0:
+        raise ValueError(f"needs at least one token, got an input of shape {x.shape}")
 
 
 class MixtureOfExperts(Module):
@@ -59,12 +73,8 @@ class MixtureOfExperts(Module):
     where the Switch Transformer, routing each token to one expert, counts tokens.
     """
 
+    @door(check_mixture_of_experts)
     def __init__(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):
-        check_layer_arguments("MixtureOfExperts", embed_dim, hidden_dim=hidden_dim, dtype=dtype)
-        check_ints("MixtureOfExperts", low=1, num_experts=num_experts, top_k=top_k)
-        if top_k > num_experts:
-            raise ValueError(f"MixtureOfExperts: top_k {top_k} is more than num_experts "
-                             f"{num_experts}")
         self.embed_dim, self.num_experts, self.top_k = embed_dim, num_experts, top_k
         self.router = Linear(embed_dim, num_experts, bias=False, dtype=dtype)
         self.experts = [FeedForward(embed_dim, hidden_dim, dtype=dtype)
@@ -72,12 +82,8 @@ class MixtureOfExperts(Module):
         self.aux_loss = None
         self.selected_experts = None
 
+    @door(check_mixture_of_experts_input)
     def forward(self, x):
-        check_shapes("MixtureOfExperts", dtype=self.router.weight.dtype,
-                     input=(x, f"... {self.embed_dim}"))
-        if x.size == 0:
-            raise ValueError(f"MixtureOfExperts: needs at least one token, got an input of "
-                             f"shape {x.shape}")
         *leading, E = x.shape
         n, k = self.num_experts, self.top_k
         tokens = x.reshape(-1, E)                                   # (N, E)

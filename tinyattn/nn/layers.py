@@ -9,10 +9,16 @@ import math
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn import rng
-from tinyattn.arguments import (check_dtype, check_flags, check_ids, check_ints,
-                                check_layer_arguments, check_number, check_shapes)
+from tinyattn import arguments, rng
+from tinyattn.arguments import door
 from tinyattn.nn.module import Module, Parameter, uniform
+from tinyattn.plumbing import data_of
+
+
+def check_linear(self, in_features, out_features, bias=True, dtype=None):
+    arguments.ints(low=0, in_features=in_features, out_features=out_features)
+    arguments.flags(bias=bias)
+    arguments.floating_dtype(dtype)
 
 
 class Linear(Module):
@@ -21,17 +27,16 @@ class Linear(Module):
     Initialised uniformly in +-1/sqrt(in_features), as PyTorch does (0 when in_features is 0).
     """
 
+    @door(check_linear)
     def __init__(self, in_features, out_features, bias=True, dtype=None):
-        check_ints("Linear", low=0, in_features=in_features, out_features=out_features)
-        check_flags("Linear", bias=bias)
-        dtype = check_dtype("Linear", dtype)
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        self.weight = uniform((out_features, in_features), bound, dtype)
-        self.bias = uniform((out_features,), bound, dtype) if bias else None
+        self.weight = uniform((out_features, in_features), bound, np.dtype(dtype))
+        self.bias = uniform((out_features,), bound, np.dtype(dtype)) if bias else None
 
+    @door(lambda self, x: arguments.shapes(dtype=self.weight.dtype,
+                                           input=(x, f"(..., {self.in_features})")))
     def forward(self, x):
-        check_shapes("Linear", dtype=self.weight.dtype, input=(x, f"... {self.in_features}"))
         y = x @ self.weight.T               # (..., in) @ (in, out) -> (..., out)
         return y + self.bias if self.bias is not None else y
 
@@ -39,24 +44,34 @@ class Linear(Module):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
+def check_layer_norm(self, normalized_shape, eps=1e-5, dtype=None):
+    sizes = normalized_shape if isinstance(normalized_shape, (tuple, list)) else [normalized_shape]
+    for size in sizes:
+        arguments.ints(low=0, normalized_shape=size)
+    arguments.numbers(low=0, eps=eps)
+    arguments.floating_dtype(dtype)
+
+
+def check_layer_norm_input(self, x):
+    sizes = ", ".join(map(str, self.normalized_shape))
+    arguments.shapes(dtype=self.weight.dtype, input=(x, f"(..., {sizes})"))
+
+
 class LayerNorm(Module):
     """Normalise over the last axis (or the last len(normalized_shape) axes), then scale and shift
     with the learned `weight` (ones at first) and `bias` (zeros)."""
 
+    @door(check_layer_norm)
     def __init__(self, normalized_shape, eps=1e-5, dtype=None):
         if not isinstance(normalized_shape, (tuple, list)):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
-        for size in self.normalized_shape:
-            check_ints("LayerNorm", low=0, normalized_shape=size)
-        self.eps = check_number("LayerNorm", "eps", eps, low=0)
-        dtype = check_dtype("LayerNorm", dtype)
+        self.eps = float(eps)
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
 
+    @door(check_layer_norm_input)
     def forward(self, x):
-        check_shapes("LayerNorm", dtype=self.weight.dtype,
-                     input=(x, "... " + " ".join(map(str, self.normalized_shape))))
         if len(self.normalized_shape) == 1:
             return F.layer_norm(x, self.weight, self.bias, self.eps)
         # Over several axes: the same as over one axis holding their N elements.
@@ -70,21 +85,25 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+def check_embedding(self, num_embeddings, embedding_dim, dtype=None):
+    arguments.ints(low=0, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+    arguments.floating_dtype(dtype)
+
+
 class Embedding(Module):
     """A lookup table: token id i -> row i of `weight` (num_embeddings, embedding_dim), initialised
     from N(0, 1) as in PyTorch. The backward of the lookup adds each row's gradient back to its
     row, summing over repeated ids."""
 
+    @door(check_embedding)
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
-        check_ints("Embedding", low=0, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        dtype = check_dtype("Embedding", dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
         self.weight = Parameter(table.astype(dtype))
 
+    @door(lambda self, ids: arguments.ids("ids", ids, self.num_embeddings, "embeddings"))
     def forward(self, ids):
-        ids = check_ids("Embedding", "ids", ids, self.num_embeddings, "embeddings")
-        return self.weight[ids]             # (*ids.shape, embedding_dim)
+        return self.weight[np.asarray(data_of(ids))]       # (*ids.shape, embedding_dim)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"
@@ -93,8 +112,9 @@ class Embedding(Module):
 class Dropout(Module):
     """Zero elements with probability p while training (scaling the rest by 1/(1-p))."""
 
+    @door(lambda self, p=0.1: arguments.numbers(0, 1, p=p))
     def __init__(self, p=0.1):
-        self.p = check_number("Dropout", "p", p, 0, 1)
+        self.p = float(p)
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
@@ -108,16 +128,25 @@ class FeedForward(Module):
     dropout, with hidden = 4 E unless given. Each token is transformed on its own; attention is
     where tokens meet."""
 
+    @door(lambda self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None:
+          arguments.layer_sizes(embed_dim, hidden_dim=hidden_dim, dropout=dropout, dtype=dtype))
     def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None):
-        check_layer_arguments("FeedForward", embed_dim, hidden_dim=hidden_dim, dropout=dropout,
-                              dtype=dtype)
         hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
         self.up = Linear(embed_dim, hidden_dim, dtype=dtype)
         self.down = Linear(hidden_dim, embed_dim, dtype=dtype)
         self.dropout = Dropout(dropout)
 
+    @door(lambda self, x: arguments.shapes(dtype=self.up.weight.dtype,
+                                           input=(x, f"(..., {self.up.in_features})")))
     def forward(self, x):
         return self.dropout(self.down(F.gelu(self.up(x))))    # (..., E) -> (..., hidden) -> (..., E)
+
+
+def check_positional_encoding_input(self, x, offset=0):
+    T = arguments.shapes(floating=True, input=(x, f"(..., T, {self.embed_dim})"))["T"]
+    arguments.ints(low=0, offset=offset)
+    if offset + T > self.max_len:
+        raise ValueError(f"sequence length {offset + T} exceeds max_len {self.max_len}")
 
 
 class PositionalEncoding(Module):
@@ -125,18 +154,15 @@ class PositionalEncoding(Module):
     (B, T, E); no parameters. forward(x, offset=0) adds the rows offset ... offset + T - 1: the
     positions of tokens that come after `offset` cached ones."""
 
+    @door(lambda self, embed_dim, max_len=1024: arguments.ints(low=0, embed_dim=embed_dim,
+                                                               max_len=max_len))
     def __init__(self, embed_dim, max_len=1024):
-        check_ints("PositionalEncoding", low=0, embed_dim=embed_dim, max_len=max_len)
         self.embed_dim, self.max_len = embed_dim, max_len
         self.table = F.sinusoidal_positions(max_len, embed_dim)
 
+    @door(check_positional_encoding_input)
     def forward(self, x, offset=0):
-        T = check_shapes("PositionalEncoding", floating=True,
-                         input=(x, f"... T {self.embed_dim}"))["T"]
-        check_ints("PositionalEncoding", low=0, offset=offset)
-        if offset + T > self.max_len:
-            raise ValueError(f"PositionalEncoding: sequence length {offset + T} exceeds max_len "
-                             f"{self.max_len}")
+        T = x.shape[-2]
         rows = self.table[offset:offset + T].astype(x.dtype, copy=False)     # (T, E)
         return x + rows                                                       # (B, T, E)
 

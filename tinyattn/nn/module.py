@@ -12,9 +12,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tinyattn import rng
-from tinyattn.arguments import check_dtype
-from tinyattn.engine import Tensor, data_of, numeric_array
+from tinyattn import arguments, rng
+from tinyattn.arguments import door
+from tinyattn.engine import Tensor
+from tinyattn.plumbing import data_of, numeric_array
 
 
 class Parameter(Tensor):
@@ -102,9 +103,9 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    @door(lambda self, dtype: arguments.floating_dtype(dtype))
     def to(self, dtype):
         """Convert every parameter to `dtype` (e.g. np.float32), in place; returns self."""
-        dtype = check_dtype("to", dtype)
         for parameter in self.parameters():
             parameter.data = parameter.data.astype(dtype)
             parameter.grad = None

@@ -11,18 +11,23 @@ learning-rate warm-up.
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn import rng
-from tinyattn.arguments import (check_choice, check_flags, check_ids, check_ints,
-                                check_layer_arguments, check_number, check_shapes)
+from tinyattn import arguments, rng
+from tinyattn.arguments import door
 from tinyattn.engine import no_grad
-from tinyattn.nn.attention import (KVCache, MultiHeadAttention, check_attention_arguments,
-                                    check_cache_batch)
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
+from tinyattn.nn.multi_head_attention import (KVCache, MultiHeadAttention, check_attention_call,
+                                              check_cache)
+from tinyattn.plumbing import data_of
 
 POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
 ABSOLUTE = ("sinusoidal", "learned")        # a table of max_len rows: no position beyond it
+
+
+def check_transformer_block_input(self, x, attn_mask=None, is_causal=False, cache=None):
+    arguments.shapes(dtype=self.ln1.weight.dtype, x=(x, f"(B, T, {self.attn.embed_dim})"))
+    check_attention_call(self.attn.num_heads, x, x, attn_mask, is_causal, cache)
 
 
 class TransformerBlock(Module):
@@ -31,10 +36,11 @@ class TransformerBlock(Module):
     `rope=True` gives the attention rotary positions; `cache` (a KVCache) is passed to it.
     """
 
+    @door(lambda self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None, dtype=None,
+          rope=False: arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale,
+                                            dtype, rope))
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None, rope=False):
-        check_layer_arguments("TransformerBlock", embed_dim, num_heads, hidden_dim, dropout, scale,
-                              dtype, rope)
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
                                        dtype=dtype, rope=rope)
@@ -45,16 +51,61 @@ class TransformerBlock(Module):
     def forward(self, x, attn_mask=None, is_causal=False, cache=None):
         return self.forward_with_weights(x, attn_mask, is_causal, cache)[0]
 
+    @door(check_transformer_block_input)
     def forward_with_weights(self, x, attn_mask=None, is_causal=False, cache=None):
         """(output, attention weights (B, H, T, S))."""
-        check_shapes("TransformerBlock", dtype=self.ln1.weight.dtype,
-                     x=(x, f"B T {self.attn.embed_dim}"))
-        check_attention_arguments("TransformerBlock", self.attn.num_heads, x, x, attn_mask,
-                                  is_causal, cache)
         attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal,
                                       cache=cache)
         x = x + self.dropout(attended)          # (B, T, E)
         return x + self.ff(self.ln2(x)), weights
+
+
+def check_causal_transformer(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256,
+                             dropout=0.0, scale=None, dtype=None, positional="sinusoidal"):
+    arguments.ints(low=1, vocab_size=vocab_size, num_layers=num_layers, max_len=max_len)
+    arguments.one_of("positional", positional, POSITIONAL)
+    arguments.layer_sizes(embed_dim, num_heads, dropout=dropout, scale=scale, dtype=dtype,
+                          rope=positional == "rope")
+
+
+def check_causal_transformer_input(self, ids, return_weights=False, cache=None):
+    """The ids a (B, T) integer array within the vocabulary, the cache one KVCache per block, and
+    for absolute positions, the sequence within the table's length."""
+    check_ids_of(self, ids)
+    arguments.flags(return_weights=return_weights)
+    if cache is not None and not (isinstance(cache, list)
+                                  and all(isinstance(c, KVCache) for c in cache)):
+        raise TypeError(f"cache must be a list of KVCache, one per block (from empty_cache()), "
+                        f"got {type(cache).__name__}")
+    if cache is not None and len(cache) != len(self.blocks):
+        raise ValueError(f"cache holds {len(cache)} layers, the model {len(self.blocks)}; make "
+                         f"it with empty_cache()")
+    shape = np.shape(data_of(ids))
+    attention = self.blocks[0].attn
+    for block_cache in cache or []:
+        check_cache(block_cache, "ids", shape, self.embed.weight.dtype, attention.num_heads,
+                    attention.head_dim)
+    start = len(cache[0]) if cache else 0
+    if self.positional in ABSOLUTE and start + shape[1] > self.max_len:
+        raise ValueError(f"a sequence of {start + shape[1]} tokens is longer than max_len "
+                         f"{self.max_len}, the length of the {self.positional} position table")
+
+
+def check_ids_of(model, ids):
+    """ids: a (B, T) array (or list, or tensor) of integers in [0, vocab_size)."""
+    arguments.ids("ids", ids, model.embed.num_embeddings, "tokens")
+    if np.ndim(data_of(ids)) != 2:
+        raise ValueError(f"ids must be (B, T), got shape {np.shape(data_of(ids))}")
+
+
+def check_generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
+    arguments.ids("ids", ids, self.embed.num_embeddings, "tokens")
+    shape = np.shape(data_of(ids))
+    if len(shape) != 2 or shape[1] == 0:
+        raise ValueError(f"ids must be (B, T) with T >= 1, got shape {shape}")
+    arguments.ints(low=0, max_new_tokens=max_new_tokens)
+    arguments.numbers(low=0, temperature=temperature)
+    arguments.ints(low=1, optional=True, top_k=top_k)
 
 
 class CausalTransformer(Module):
@@ -75,13 +126,9 @@ class CausalTransformer(Module):
     three have no length limit (max_len is then unused).
     """
 
+    @door(check_causal_transformer)
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
                  scale=None, dtype=None, positional="sinusoidal"):
-        check_ints("CausalTransformer", low=1, vocab_size=vocab_size, num_layers=num_layers,
-                   max_len=max_len)
-        check_choice("CausalTransformer", "positional", positional, POSITIONAL)
-        check_layer_arguments("CausalTransformer", embed_dim, num_heads, dropout=dropout,
-                              scale=scale, dtype=dtype, rope=positional == "rope")
         self.positional, self.max_len, self.num_heads = positional, max_len, num_heads
         self.embed = Embedding(vocab_size, embed_dim, dtype=dtype)
         if positional == "sinusoidal":
@@ -94,6 +141,7 @@ class CausalTransformer(Module):
         self.ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, vocab_size, dtype=dtype)
 
+    @door(check_causal_transformer_input)
     def forward(self, ids, return_weights=False, cache=None):
         """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
 
@@ -102,7 +150,7 @@ class CausalTransformer(Module):
         positions after the cached ones, and the logits are those the model gives them in the
         whole sequence. The cache grows by the ids' length.
         """
-        ids = check_causal_transformer_arguments(self, ids, return_weights, cache)
+        ids = np.asarray(data_of(ids))                                  # (B, T)
         start = len(cache[0]) if cache else 0                           # tokens already cached
         T = ids.shape[1]
         x = self.embed(ids)                                             # (B, T, E)
@@ -126,6 +174,7 @@ class CausalTransformer(Module):
         return [KVCache() for _ in self.blocks]
 
     @no_grad()
+    @door(check_generate)
     def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
         """Continue each row of `ids` (B, T) by max_new_tokens tokens: (B, T + max_new_tokens).
 
@@ -149,7 +198,7 @@ class CausalTransformer(Module):
         an int >= 0; temperature >= 0; top_k None or an int >= 1 (above the vocabulary size it
         means all of it). Returns a NumPy int64 array.
         """
-        ids = check_generate_arguments(self, ids, max_new_tokens, temperature, top_k)
+        ids = np.asarray(data_of(ids), dtype=np.int64)                  # (B, T)
         window = self.max_len if self.positional in ABSOLUTE else None
         cache = None
         for _ in range(max_new_tokens):
@@ -162,42 +211,6 @@ class CausalTransformer(Module):
             chosen = next_tokens(logits.data[:, -1], temperature, top_k)     # (B,)
             ids = np.concatenate([ids, chosen[:, None]], axis=1)        # (B, T + 1)
         return ids
-
-
-def check_causal_transformer_arguments(model, ids, return_weights, cache):
-    """The door of CausalTransformer.forward: the ids as a (B, T) integer array, checked against
-    the vocabulary, the cache and, for absolute positions, the table's length."""
-    ids = check_ids("CausalTransformer", "ids", ids, model.embed.num_embeddings, "tokens")
-    if ids.ndim != 2:
-        raise ValueError(f"CausalTransformer: ids must be (B, T), got shape {ids.shape}")
-    check_flags("CausalTransformer", return_weights=return_weights)
-    if cache is not None and not (isinstance(cache, list)
-                                  and all(isinstance(c, KVCache) for c in cache)):
-        raise TypeError(f"CausalTransformer: cache must be a list of KVCache, one per block (from "
-                        f"empty_cache()), got {type(cache).__name__}")
-    if cache is not None and len(cache) != len(model.blocks):
-        raise ValueError(f"CausalTransformer: cache holds {len(cache)} layers, the model "
-                         f"{len(model.blocks)}; make it with empty_cache()")
-    for block_cache in cache or []:
-        check_cache_batch("CausalTransformer", block_cache, "ids", ids.shape)
-    start = len(cache[0]) if cache else 0
-    if model.positional in ABSOLUTE and start + ids.shape[1] > model.max_len:
-        raise ValueError(f"CausalTransformer: a sequence of {start + ids.shape[1]} tokens is "
-                         f"longer than max_len {model.max_len}, the length of the "
-                         f"{model.positional} position table")
-    return ids
-
-
-def check_generate_arguments(model, ids, max_new_tokens, temperature, top_k):
-    """The door of CausalTransformer.generate: the ids as an int64 array, and a clear error for
-    anything generate cannot use."""
-    ids = check_ids("generate", "ids", ids, model.embed.num_embeddings, "tokens")
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise ValueError(f"generate: ids must be (B, T) with T >= 1, got shape {ids.shape}")
-    check_ints("generate", low=0, max_new_tokens=max_new_tokens)
-    check_number("generate", "temperature", temperature, low=0)
-    check_ints("generate", low=1, optional=True, top_k=top_k)
-    return ids.astype(np.int64)
 
 
 def next_tokens(logits, temperature, top_k=None):

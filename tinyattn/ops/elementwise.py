@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from tinyattn.engine import Function, data_of
+from tinyattn.engine import Function
+from tinyattn.plumbing import data_of
 
 
 class Add(Function):

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from tinyattn.arguments import INTEGERS, check_axes
 from tinyattn.engine import Function
+from tinyattn.plumbing import INTEGERS, checked_axes
 
 
 class Sum(Function):
@@ -105,7 +105,7 @@ class Cumsum(Function):
         if a.ndim == 0 and axis not in (0, -1):
             raise ValueError(f"axis {axis} is out of range for a 0-d tensor (0 or -1)")
         if a.ndim > 0:
-            check_axes(None, (axis,), a.ndim, f"axis {axis}")
+            checked_axes((axis,), a.ndim, f"axis {axis}")
 
 
 def normalize_axes(axis, ndim):
@@ -115,8 +115,7 @@ def normalize_axes(axis, ndim):
     axes = (axis,) if isinstance(axis, INTEGERS) else axis
     if not isinstance(axes, (tuple, list)) or not all(isinstance(a, INTEGERS) for a in axes):
         raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
-    check_axes(None, axes, ndim, f"axis {axis}")
-    return tuple(sorted(int(a) % ndim for a in axes))
+    return tuple(sorted(int(a) % ndim for a in checked_axes(axes, ndim, f"axis {axis}")))
 
 
 def restore_reduced_axes(grad, axes, keepdims):

@@ -7,8 +7,8 @@ import itertools
 
 import numpy as np
 
-from tinyattn.engine import Function, Tensor, data_of
-from tinyattn.arguments import INTEGERS, check_axes
+from tinyattn.engine import Function, Tensor
+from tinyattn.plumbing import INTEGERS, checked_axes, data_of
 
 
 class Reshape(Function):
@@ -95,7 +95,7 @@ class Concatenate(Function):
 
     def check(self, *arrays, axis):
         first = arrays[0]
-        check_axes(None, (axis,), first.ndim, f"axis {axis}")
+        checked_axes((axis,), first.ndim, f"axis {axis}")
         axis %= first.ndim
 
         def without_axis(shape):
@@ -116,7 +116,7 @@ def stack(tensors, axis=0):
     then they are concatenated along it."""
     tensors = _as_tensors(tensors, "stack")
     shape, ndim = tensors[0].shape, tensors[0].ndim + 1
-    check_axes("stack", (axis,), ndim, f"axis {axis}")
+    checked_axes((axis,), ndim, f"axis {axis}", op="stack")
     for t in tensors[1:]:
         if t.shape != shape:
             raise ValueError(f"stack: all tensors must have the same shape, got {shape} and "
@@ -149,7 +149,7 @@ def unpacked(sizes):
 
 def swapped_axes(ndim, axis1, axis2, op):
     """The permutation of `ndim` axes that swaps `axis1` and `axis2`."""
-    check_axes(op, (axis1, axis2), ndim, f"axes {axis1} and {axis2}")
+    checked_axes((axis1, axis2), ndim, f"axes {axis1} and {axis2}", op)
     axes = list(range(ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return tuple(axes)

@@ -10,7 +10,7 @@ per-round ratio, never a lone absolute time. BLAS runs on one thread, so that th
 spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
-    attention.py       2. multi-head self-attention, forward and backward
+    multi_head.py      2. multi-head self-attention, forward and backward
     training.py        3. one training step of a small GPT (forward, loss, backward, AdamW)
     long_attention.py  4. attention at long lengths: flash, sliding-window and causal linear
                           attention against plain causal attention, time and peak memory
@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from tinyattn.tools.bench.attention import bench_attention
+from tinyattn.tools.bench.multi_head import bench_attention
 from tinyattn.tools.bench.generation import bench_generation
 from tinyattn.tools.bench.long_attention import bench_long_attention
 from tinyattn.tools.bench.overhead import bench_chain

@@ -1,12 +1,14 @@
-"""The checklist's rows for attention that scales: sliding-window attention, attention under the
-sparse patterns' masks, and linear attention (all keys, causal by chunks, one step at a time).
-Each is checked as a whole with respect to query, key and value."""
+"""The checklist's rows for attention that scales: flash attention (each row with a block size
+that leaves a short last block; tests/test_flash_attention.py also compares it with plain
+attention, values and gradients), sliding-window attention, attention under the sparse patterns'
+masks, and linear attention (all keys, causal by chunks, one step at a time). Each is checked as a
+whole with respect to query, key and value."""
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.tools.checklist.cases import LayerCase, function
 
 QKV = ((2, 5, 4), (2, 5, 4), (2, 5, 3))     # query, key, value (B, L, E|Ev): L = 5 leaves a
-BROADCAST = ((2, 1, 5, 4), (1, 3, 5, 4), (3, 5, 3))   # short last chunk for chunks of 2 and 3
+BROADCAST = ((2, 1, 5, 4), (1, 3, 5, 4), (3, 5, 3))   # short last block for blocks of 2 and 3
 
 
 def linear_attention_by_steps(query, key, value):
@@ -19,7 +21,26 @@ def linear_attention_by_steps(query, key, value):
     return ta.stack(outputs, axis=-2)                      # (B, L, Ev)
 
 
+FLASH_QKV = ((2, 5, 3), (2, 5, 3), (2, 5, 4))
+
 LAYER_CASES = [
+    LayerCase("attention: flash", function(F.flash_attention, *FLASH_QKV, block_size=2)),
+    LayerCase("attention: flash, causal",
+              function(F.flash_attention, *FLASH_QKV, is_causal=True, block_size=2)),
+    LayerCase("attention: flash, causal, L > S",
+              function(F.flash_attention, (2, 7, 3), (2, 4, 3), (2, 4, 2), is_causal=True,
+                       block_size=3)),
+    LayerCase("attention: flash, causal, L < S",
+              function(F.flash_attention, (1, 4, 3), (1, 7, 3), (1, 7, 2), is_causal=True,
+                       block_size=3)),
+    LayerCase("attention: flash, L != S, scale=1",
+              function(F.flash_attention, (2, 3, 4), (2, 5, 4), (2, 5, 2), scale=1.0,
+                       block_size=2)),
+    LayerCase("attention: flash, causal, broadcast batch",
+              function(F.flash_attention, (2, 1, 3, 4), (1, 2, 5, 4), (2, 5, 3), is_causal=True,
+                       block_size=2)),
+    LayerCase("attention: flash, causal, block 1",
+              function(F.flash_attention, *FLASH_QKV, is_causal=True, block_size=1)),
     LayerCase("sliding window: causal, window 2",
               function(F.sliding_window_attention, *QKV, window=2)),
     LayerCase("sliding window: not causal, window 2",

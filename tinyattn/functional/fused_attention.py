@@ -3,11 +3,19 @@
 The algorithm, step by step with the paper's symbols, is the op `tinyattn/ops/flash_attention.py`;
 this is its door.
 """
-from tinyattn import ops
-from tinyattn.arguments import check_flags, check_ints, check_shapes
-from tinyattn.functional.attention import check_scale
+import math
+
+from tinyattn import arguments, ops
+from tinyattn.arguments import door
 
 
+def check_flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
+    arguments.attention_inputs(query, key, value, scale)
+    arguments.ints(low=1, block_size=block_size)
+    arguments.flags(is_causal=is_causal)
+
+
+@door(check_flash_attention)
 def flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
     """softmax(query @ key^T * scale) @ value, as `scaled_dot_product_attention(query, key, value,
     is_causal=is_causal, scale=scale)` computes it, without ever holding the (..., L, S) scores.
@@ -21,10 +29,6 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
     is one number per query. See `tinyattn.ops.FlashAttention` for the algorithm and for where its
     cost is measured.
     """
-    sizes = check_shapes("flash_attention", same_dtype=True, floating=True,
-                         query=(query, "... L E"), key=(key, "... S E"), value=(value, "... S Ev"))
-    check_ints("flash_attention", low=1, block_size=block_size)
-    check_flags("flash_attention", is_causal=is_causal)
-    scale = check_scale("flash_attention", scale, sizes["E"])
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size)

@@ -15,11 +15,61 @@ Generating text, a model runs one new token at a time; a `KVCache` keeps the key
 the tokens before it, so that each step computes only the new token's (the end of this file).
 """
 import tinyattn.functional as F
-from tinyattn.arguments import check_flags, check_layer_arguments, check_shapes
-from tinyattn.functional.attention import causal_mask, split_mask
+from tinyattn import arguments
+from tinyattn.arguments import door
+from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
+
+
+def check_multi_head_attention(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None,
+                               dtype=None, rope=False):
+    arguments.layer_sizes(embed_dim, num_heads, dropout=dropout, scale=scale, dtype=dtype,
+                          rope=rope)
+    arguments.flags(bias=bias)
+
+
+def check_multi_head_attention_inputs(self, query, key=None, value=None, attn_mask=None,
+                                      is_causal=False, cache=None):
+    key = query if key is None else key
+    value = key if value is None else value
+    E = self.embed_dim
+    arguments.shapes(dtype=self.q_proj.weight.dtype, query=(query, f"(B, L, {E})"),
+                     key=(key, f"(B, S, {E})"), value=(value, f"(B, S, {E})"))
+    check_attention_call(self.num_heads, query, key, attn_mask, is_causal, cache)
+
+
+def check_attention_call(num_heads, query, key, attn_mask, is_causal, cache):
+    """What MultiHeadAttention.forward and the blocks that hand these arguments on check besides
+    the shapes of query (B, L, E) and key (B, S, E): is_causal a bool, cache None or a KVCache of
+    the same batch, and attn_mask fitting the scores (B, num_heads, L, S), S counting the cached
+    keys too."""
+    arguments.flags(is_causal=is_causal)
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    (B, L, E), S = query.shape, key.shape[1] + (0 if cache is None else len(cache))
+    if cache is not None:
+        check_cache(cache, "query", query.shape, query.dtype, num_heads, E // num_heads)
+    arguments.attention_mask(attn_mask, (B, num_heads, L, S), query.dtype)
+
+
+def check_cache(cache, name, shape, dtype, num_heads, head_dim):
+    """A KVCache that holds keys must hold keys that this layer made for this batch: of as many
+    sequences as the batch `name` (of `shape`, batch first) continues, num_heads heads of head_dim
+    features, of the layer's `dtype`."""
+    if not len(cache):
+        return
+    B, H, _, D = cache.keys.shape
+    if B != shape[0]:
+        raise ValueError(f"the cache holds the keys of {B} sequences, but {name} is a batch of "
+                         f"{shape[0]} (shape {shape})")
+    if (H, D) != (num_heads, head_dim):
+        raise ValueError(f"the cache holds keys of {H} heads of size {D}, but the layer has "
+                         f"{num_heads} heads of size {head_dim}: was it filled by another layer?")
+    if cache.keys.dtype != dtype:
+        raise TypeError(f"the cache holds keys of dtype {cache.keys.dtype}, but the layer "
+                        f"computes in {dtype}")
 
 
 class MultiHeadAttention(Module):
@@ -49,11 +99,9 @@ class MultiHeadAttention(Module):
     of them, and the positions (for rope, and for the causal mask) continue from the cache.
     """
 
+    @door(check_multi_head_attention)
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None,
                  rope=False):
-        check_layer_arguments("MultiHeadAttention", embed_dim, num_heads, dropout=dropout,
-                              scale=scale, dtype=dtype, rope=rope)
-        check_flags("MultiHeadAttention", bias=bias)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.rope = bool(rope)
@@ -64,15 +112,11 @@ class MultiHeadAttention(Module):
         self.v_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
 
+    @door(check_multi_head_attention_inputs)
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, cache=None):
         key = query if key is None else key
         value = key if value is None else value
-        E = self.embed_dim
-        check_shapes("MultiHeadAttention", dtype=self.q_proj.weight.dtype,
-                     query=(query, f"B L {E}"), key=(key, f"B S {E}"), value=(value, f"B S {E}"))
-        check_attention_arguments("MultiHeadAttention", self.num_heads, query, key, attn_mask,
-                                  is_causal, cache)
-        (B, L, _), S = query.shape, key.shape[1]
+        (B, L, E), S = query.shape, key.shape[1]
         H, D = self.num_heads, self.head_dim
         start = 0 if cache is None else len(cache)              # tokens before this call's
 
@@ -104,28 +148,6 @@ class MultiHeadAttention(Module):
     def extra_repr(self):
         rope = ", rope=True" if self.rope else ""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{rope}"
-
-
-def check_attention_arguments(op, num_heads, query, key, attn_mask, is_causal, cache):
-    """The door of MultiHeadAttention.forward past its shapes, shared with the blocks that hand
-    these arguments on (`op` names the layer that received them): is_causal a bool, cache None or
-    a KVCache of the same batch, and attn_mask fitting the scores (B, num_heads, L, S), S counting
-    the cached keys too. query (B, L, E) and key (B, S, E) have had their shapes checked."""
-    check_flags(op, is_causal=is_causal)
-    if cache is not None and not isinstance(cache, KVCache):
-        raise TypeError(f"{op}: cache must be a KVCache, got {type(cache).__name__}")
-    (B, L, _), S = query.shape, key.shape[1] + (0 if cache is None else len(cache))
-    if cache is not None:
-        check_cache_batch(op, cache, "query", query.shape)
-    split_mask(attn_mask, (B, num_heads, L, S), query.dtype, op)
-
-
-def check_cache_batch(op, cache, name, shape):
-    """A KVCache holding keys must hold those of as many sequences as the batch `name` of
-    `shape` (batch first) continues."""
-    if len(cache) and len(cache.keys) != shape[0]:
-        raise ValueError(f"{op}: the cache holds the keys of {len(cache.keys)} sequences, but "
-                         f"{name} is a batch of {shape[0]} (shape {shape})")
 
 
 class KVCache:

@@ -1,0 +1,144 @@
+"""Python and NumPy plumbing for the Tensor: what `engine.py` needs but a first reading can skip.
+
+    ArrayProtocols   how a Tensor behaves as a Python object and next to NumPy: len, iteration,
+                     np.asarray(t), bool and float, comparisons, copying and pickling, its repr
+    numeric_array    turning lists, numbers and arrays into NumPy arrays of numbers
+    as_operand       how a constant operand (a number, an array) meets a tensor's dtype
+    checked_axes     NumPy's rules for the axes of a reduction or a permutation
+"""
+import numpy as np
+
+INTEGERS = (int, np.integer)
+
+
+class TensorIndexError(IndexError, ValueError):
+    """An index out of range: an IndexError as in NumPy and PyTorch, and a ValueError like every
+    other bad input to tinyattn."""
+
+
+def data_of(value):
+    """The NumPy array behind a tensor; any other value as it is."""
+    return value.data if isinstance(value, ArrayProtocols) else value
+
+
+def numeric_array(data, op, dtype=None):
+    """`data` (an array, a list, a number) as a NumPy array of numbers: bool, int or float.
+
+    NumPy's complaint about it (a ragged list, strings) is passed on as a tinyattn error naming
+    `op`, the operation that received it.
+    """
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"{op}: {error}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: expected numbers, got an array of dtype {array.dtype}")
+    return array
+
+
+def as_operand(value, op):
+    """A non-tensor operand, as NumPy should see it.
+
+    Numbers stay Python numbers, because NumPy lets a Python number take the dtype of the array it
+    meets: `x * 0.5` stays float32 for a float32 `x`. A NumPy scalar would not (`np.sqrt(2.0)` is a
+    float64 and would upcast), so it is turned into a Python number first, as PyTorch does.
+    """
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return numeric_array(value, op)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (int, float)):
+        return value
+    raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
+
+
+def checked_axes(axes, ndim, shown, op=None):
+    """`axes` checked against NumPy's rules for the axes of a reduction or a permutation: ints
+    (else a TypeError), each in [-ndim, ndim), none twice; returned as they are. `shown` is how a
+    message names them ("axis 2", "axes 0 and 2"); `op`, when given, starts the message (inside an
+    op, `Function.apply` puts the op's name there)."""
+    prefix = f"{op}: " if op else ""
+    if not all(isinstance(a, INTEGERS) and not isinstance(a, bool) for a in axes):
+        raise TypeError(f"{prefix}axes must be ints, got {tuple(axes)}")
+    if not all(-ndim <= a < ndim for a in axes):
+        verb = "are" if shown.startswith("axes") else "is"
+        raise ValueError(f"{prefix}{shown} {verb} out of range for a tensor with {ndim} dimensions")
+    if len({a % ndim for a in axes}) != len(axes):
+        raise ValueError(f"{prefix}{shown} repeats an axis")
+    return axes
+
+
+class ArrayProtocols:
+    """The Tensor's Python and NumPy protocols. Everything here reads `self.data`."""
+
+    __slots__ = ()
+
+    def numpy(self):
+        """The data itself (a view: writing to it changes the tensor)."""
+        return self.data
+
+    def item(self):
+        return self.data.item()
+
+    def __len__(self):
+        return len(self.data)
+
+    def __iter__(self):
+        """The sub-tensors along the first axis, t[0], t[1], ... (each an indexing op)."""
+        if self.ndim == 0:
+            raise TypeError(f"iter: cannot iterate over a 0-d tensor (shape {self.shape})")
+        return (self[i] for i in range(len(self)))
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.data, dtype=dtype)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.data)
+
+    # Comparisons are elementwise, as in NumPy, and give boolean constants (for masks and
+    # `ta.where`; no gradient flows through a comparison). Tensors stay hashable by identity.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return type(self)(self.data == data_of(other))
+
+    def __ne__(self, other):
+        return type(self)(self.data != data_of(other))
+
+    def __lt__(self, other):
+        return type(self)(self.data < data_of(other))
+
+    def __le__(self, other):
+        return type(self)(self.data <= data_of(other))
+
+    def __gt__(self, other):
+        return type(self)(self.data > data_of(other))
+
+    def __ge__(self, other):
+        return type(self)(self.data >= data_of(other))
+
+    def __reduce__(self):
+        """Pickling and copy.deepcopy: a leaf is rebuilt as a fresh leaf with copies of its data
+        and grad (the graph's weak references cannot be copied); a tensor made by an op refuses,
+        as in PyTorch."""
+        if not self.is_leaf:
+            raise RuntimeError("only leaf tensors (made by the user, not by an op) can be copied "
+                               "or pickled; detach() it first")
+        return type(self), (self.data, self.requires_grad), (None, {"grad": self.grad,
+                                                                    "name": self.name})
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype != np.float64 and self.data.dtype.kind == "f":
+            extra += f", dtype={self.data.dtype}"
+        if not self.is_leaf:
+            extra += f", grad_fn=<{self._node.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
