@@ -1,5 +1,6 @@
 """The graph and the backward sweep: reuse, accumulation, no_grad, depth, memory, constants."""
 import gc
+import warnings
 import weakref
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 import tinyattn as ta
 from tinyattn import ops
+from tinyattn.engine import Function
 
 
 def test_reused_tensor_gets_the_sum_of_its_gradients():
@@ -289,3 +291,58 @@ def test_no_grad_as_a_decorator_keeps_the_function_name():
 
     assert evaluate.__name__ == "evaluate"
     assert not evaluate(ta.tensor([1.0], requires_grad=True)).requires_grad
+
+
+def test_T_of_a_batch_warns_and_points_at_mT():
+    """`q @ k.T` on (B, L, E) tensors, the formula as learners copy it, reverses all three axes:
+    NumPy's rule, kept, but with PyTorch's warning naming .mT."""
+    k = ta.tensor(np.ones((2, 3, 4)))
+    with pytest.warns(UserWarning, match=r"T: reversing all 3 axes .* \(2, 3, 4\).*use \.mT"):
+        assert k.T.shape == (4, 3, 2)
+    assert k.mT.shape == (2, 4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # a matrix or a vector: no warning
+        assert ta.tensor(np.ones((3, 4))).T.shape == (4, 3)
+        assert ta.tensor(np.ones(3)).T.shape == (3,)
+
+
+class Twice(Function):
+    """A custom op as a learner writes it; `returned` says what its backward returns."""
+
+    def forward(self, a, b, returned):
+        self.saved = (returned,)
+        return 2 * a + b
+
+    def backward(self, grad):
+        returned, = self.saved
+        return {"bare array": 2 * grad, "list": [2 * grad, grad], "one of two": (2 * grad,),
+                "tuple": (2 * grad, grad)}[returned]
+
+
+@pytest.mark.parametrize("returned, got", [("bare array", r"an array of shape \(3, 5\)"),
+                                           ("list", "a list"), ("one of two", "a tuple of 1")])
+def test_a_backward_must_return_one_gradient_per_input(returned, got):
+    a, b = ta.tensor(np.ones((3, 5)), requires_grad=True), ta.tensor(np.ones((3, 5)),
+                                                                      requires_grad=True)
+    out = Twice.apply(a, b, returned=returned)
+    with pytest.raises(TypeError, match=r"^twice: backward must return a tuple with one gradient "
+                                        r"\(an array, or None\) per input, 2 here, .* it returned "
+                                        + got):
+        out.backward(np.ones((3, 5)))
+    assert a.grad is None and b.grad is None
+    Twice.apply(a, b, returned="tuple").backward(np.ones((3, 5)))
+    np.testing.assert_array_equal(a.grad, np.full((3, 5), 2.0))
+
+
+def test_a_gradient_of_the_wrong_shape_names_the_op():
+    class Wrong(Function):
+        def forward(self, a):
+            return a.sum(axis=0)
+
+        def backward(self, grad):
+            return (grad,)                               # (5,): not a's (3, 5), nor broadcast
+
+    a = ta.tensor(np.ones((5, 3)), requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^wrong: backward returned a gradient of shape \(3,\) "
+                                           r"for an input of shape \(5, 3\)"):
+        Wrong.apply(a).backward(np.ones(3))

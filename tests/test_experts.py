@@ -154,9 +154,9 @@ def test_float32_stays_float32_and_inputs_may_have_any_leading_axes():
     (lambda: nn.MixtureOfExperts(4, 2, dtype="banana"), TypeError,
      r"MixtureOfExperts: dtype must be a floating-point type, got 'banana'"),
     (lambda: experts()(ta.tensor(np.ones((2, 6), np.float32))), TypeError,
-     r"MixtureOfExperts: input has dtype float32 but the layer's parameters are float64"),
+     r"MixtureOfExperts: x has dtype float32 but the layer's parameters are float64"),
     (lambda: experts()(np.ones((2, 6))), TypeError,
-     r"MixtureOfExperts: input must be a Tensor, got ndarray"),
+     r"MixtureOfExperts: x must be a Tensor, got ndarray"),
 ])
 def test_bad_input_is_named(call, error, message):
     with pytest.raises(error, match=message):
@@ -164,7 +164,7 @@ def test_bad_input_is_named(call, error, message):
 
 
 @pytest.mark.parametrize("shape, message", [
-    ((2, 3, 5), r"MixtureOfExperts: input must have shape \(\.\.\., 6\), got \(2, 3, 5\)"),
+    ((2, 3, 5), r"MixtureOfExperts: x must have shape \(\.\.\., 6\), got \(2, 3, 5\)"),
     ((2, 0, 6), r"MixtureOfExperts: needs at least one token, got an input of shape \(2, 0, 6\)"),
 ])
 def test_a_refused_input_builds_nothing_and_keeps_the_last_aux_loss(shape, message):

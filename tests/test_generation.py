@@ -171,3 +171,19 @@ def test_bad_input_is_named_before_anything_is_drawn(arguments, error, message):
     with pytest.raises(error, match=message):
         model.generate(*arguments)
     assert ta.rng.generator.random() == np.random.default_rng(0).random()   # nothing drawn
+
+
+def test_a_cache_filled_by_another_layer_is_named():
+    """A KVCache keeps the keys of the layer that filled it; given to a layer of other heads or
+    another dtype, the error names the layer and the cache (not concatenate, nor attention)."""
+    ta.manual_seed(0)
+    cache = nn.KVCache()
+    nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 3, 8))), cache=cache)
+    with pytest.raises(ValueError, match=r"^MultiHeadAttention: the cache holds keys of 2 heads "
+                                         r"of size 4, but the layer has 4 heads of size 2"):
+        nn.MultiHeadAttention(8, 4)(ta.tensor(np.ones((1, 1, 8))), cache=cache)
+    with pytest.raises(TypeError, match=r"^MultiHeadAttention: the cache holds keys of dtype "
+                                        r"float64, but the layer computes in float32"):
+        nn.MultiHeadAttention(8, 2, dtype=np.float32)(ta.tensor(np.ones((1, 1, 8), np.float32)),
+                                                      cache=cache)
+    assert len(cache) == 3                                       # nothing appended

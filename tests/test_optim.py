@@ -168,3 +168,12 @@ def test_adamw_and_clipping_match_pytorch():
         adamw.step()
         reference.step()
         np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(warmup_steps=10, total_steps=5), r"total_steps 5 must be at least warmup_steps 10"),
+    (dict(warmup_steps=1, total_steps=5, min_lr=2.0), r"min_lr 2.0 must be at most lr 1.0"),
+])
+def test_warmup_cosine_lr_refuses_a_schedule_that_cannot_be(arguments, message):
+    with pytest.raises(ValueError, match="^warmup_cosine_lr: " + message):
+        optim.warmup_cosine_lr(0, 1.0, **arguments)

@@ -306,3 +306,12 @@ def test_without_positions_one_causal_layer_sees_a_multiset_of_earlier_tokens():
     assert change("none", num_layers=1) < 1e-13
     assert change("none", num_layers=2) > 1e-3
     assert change("sinusoidal", num_layers=1) > 1e-2
+
+
+def test_numpy_integers_are_head_counts_too():
+    """np.int64 is what a loop over np.arange or a config read with NumPy gives: it must work
+    where an int does (it has no bit_length)."""
+    np.testing.assert_array_equal(F.alibi_slopes(np.int64(6)), F.alibi_slopes(6))
+    ta.manual_seed(0)
+    model = nn.CausalTransformer(11, 12, np.int64(6), 1, positional="alibi")
+    assert model(np.array([[1, 2, 3]])).shape == (1, 3, 11)

@@ -1,8 +1,9 @@
 """tinyattn: a reverse-mode autograd engine over NumPy, and attention built on it.
 
     engine.py, ops/      the core: the Tensor, the graph, the backward sweep, one class per op
+                         (plumbing.py: the Tensor as a Python object and next to NumPy)
     functional/, nn/,    built on the core: attention and the layers of a transformer, the
-    optim.py             optimizers (arguments.py: how they check what they are given;
+    optim.py             optimizers (arguments.py: the doors, how they check what they are given;
                          rng.py: the random generator that manual_seed seeds)
     tools/               around it: gradient checks, the command line, benchmarks, drawing
 """

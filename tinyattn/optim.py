@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from tinyattn import arguments
-from tinyattn.arguments import door
+from tinyattn.arguments import at_least, between, door
 from tinyattn.engine import Tensor
 
 
@@ -31,7 +30,7 @@ class Optimizer:
         return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
 
 
-def check_parameters(params):
+def parameters_fit(params, **_):
     """The parameters of an optimizer (or of clip_grad_norm): an iterable of tensors that require
     grad, not empty, none twice. A single tensor is refused, as in PyTorch: iterating over it
     would give its rows. Returns {"params": them as a list}: a generator can be read only once."""
@@ -48,18 +47,13 @@ def check_parameters(params):
     return {"params": params}
 
 
-def check_sgd(self, params, lr, momentum=0.0, weight_decay=0.0):
-    arguments.numbers(low=0, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    return check_parameters(params)
-
-
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum (PyTorch's form):
 
         v = momentum * v + grad (+ weight_decay * p);   p = p - lr * v
     """
 
-    @door(check_sgd)
+    @door(parameters_fit, lr=between(0), momentum=between(0), weight_decay=between(0))
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
@@ -77,15 +71,15 @@ class SGD(Optimizer):
             p.data -= self.lr * grad
 
 
-def check_adam(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    arguments.numbers(low=0, lr=lr)
+def betas_below_1(name, betas):
+    """A pair (beta1, beta2) in [0, 1): the decay rates of Adam's moving averages (1 would never
+    forget)."""
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    arguments.numbers(low=0, beta1=betas[0], beta2=betas[1])
-    if not (betas[0] < 1.0 and betas[1] < 1.0):     # 1 would never forget
+        raise TypeError(f"{name} must be a pair (beta1, beta2), got {betas!r}")
+    between(0)("beta1", betas[0])
+    between(0)("beta2", betas[1])
+    if not (betas[0] < 1.0 and betas[1] < 1.0):
         raise ValueError(f"needs 0 <= betas < 1, got betas={betas}")
-    arguments.numbers(low=0, eps=eps, weight_decay=weight_decay)
-    return check_parameters(params)
 
 
 class Adam(Optimizer):
@@ -97,7 +91,8 @@ class Adam(Optimizer):
     with g the gradient plus weight_decay * p (weight decay as L2 regularisation; see AdamW).
     """
 
-    @door(check_adam)
+    @door(parameters_fit, lr=between(0), betas=betas_below_1, eps=between(0),
+          weight_decay=between(0))
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
@@ -149,13 +144,13 @@ class AdamW(Adam):
         return p.grad
 
 
-def check_clip_grad_norm(parameters, max_norm):
-    arguments.numbers(low=0, max_norm=max_norm)
+def clipped_parameters_fit(parameters, **_):
+    """parameters_fit, for clip_grad_norm, which also takes a single tensor (as PyTorch)."""
     single = [parameters] if isinstance(parameters, Tensor) else parameters
-    return {"parameters": check_parameters(single)["params"]}
+    return {"parameters": parameters_fit(single)["params"]}
 
 
-@door(check_clip_grad_norm)
+@door(clipped_parameters_fit, max_norm=between(0))
 def clip_grad_norm(parameters, max_norm):
     """Scale the gradients of `parameters` together so that their total norm is at most
     `max_norm`, as PyTorch's `torch.nn.utils.clip_grad_norm_`:
@@ -176,12 +171,16 @@ def clip_grad_norm(parameters, max_norm):
     return norm
 
 
-def check_warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
-    arguments.ints(low=0, step=step, warmup_steps=warmup_steps, total_steps=total_steps)
-    arguments.numbers(low=0, lr=lr, min_lr=min_lr)
+def schedule_fits(lr, warmup_steps, total_steps, min_lr=0.0, **_):
+    """The warm-up ends by the last step, and the rate decays down to min_lr, not up."""
+    if total_steps < warmup_steps:
+        raise ValueError(f"total_steps {total_steps} must be at least warmup_steps {warmup_steps}")
+    if min_lr > lr:
+        raise ValueError(f"min_lr {min_lr} must be at most lr {lr}: the schedule decays")
 
 
-@door(check_warmup_cosine_lr)
+@door(schedule_fits, step=at_least(0), lr=between(0), warmup_steps=at_least(0),
+      total_steps=at_least(0), min_lr=between(0))
 def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
     """The learning rate at `step` (counted from 0) of a linear warm-up then a cosine decay:
 

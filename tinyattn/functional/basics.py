@@ -8,40 +8,35 @@ replaces). Because of that, a gradient check of anything here also checks the op
 import numpy as np
 
 from tinyattn import arguments, ops, rng
-from tinyattn.arguments import door
+from tinyattn.arguments import between, door, number, optional, tensor
 from tinyattn.plumbing import data_of, numeric_array
 
 
-@door(lambda x, axis=-1: arguments.tensor("x", x))
+@door(x=tensor)
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (see `ops.softmax.Softmax`)."""
     return ops.Softmax.apply(x, axis=axis)
 
 
-@door(lambda x, axis=-1: arguments.tensor("x", x))
+@door(x=tensor)
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (see `ops.softmax.LogSoftmax`)."""
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
-@door(lambda x: arguments.tensor("x", x))
+@door(x=tensor)
 def relu(x):
     """max(x, 0), elementwise."""
     return ops.Relu.apply(x)
 
 
-def check_elu(x, alpha=1.0):
-    arguments.tensor("x", x)
-    arguments.numbers(alpha=alpha)
-
-
-@door(check_elu)
+@door(x=tensor, alpha=number)
 def elu(x, alpha=1.0):
     """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
     return ops.Elu.apply(x, alpha=float(alpha))
 
 
-@door(lambda x: arguments.tensor("x", x))
+@door(x=tensor)
 def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 
@@ -53,13 +48,7 @@ def gelu(x):
     return ops.Gelu.apply(x)
 
 
-def check_layer_norm(x, weight=None, bias=None, eps=1e-5):
-    arguments.shapes(same_dtype=True, floating=True, optional=("weight", "bias"),
-                     x=(x, "(..., N)"), weight=(weight, "(N)"), bias=(bias, "(N)"))
-    arguments.numbers(low=0, eps=eps)
-
-
-@door(check_layer_norm)
+@door(x="(..., N)", weight=optional("(N)"), bias=optional("(N)"), eps=between(0))
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """Normalise each row (the last axis) to mean 0 and variance 1, then scale by `weight` and
     shift by `bias` (both of the row's size, or None):
@@ -73,12 +62,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
                                0.0 if bias is None else bias, eps=float(eps))
 
 
-def check_dropout(x, p=0.5, training=True):
-    arguments.tensor("x", x)
-    arguments.numbers(0, 1, p=p)
-
-
-@door(check_dropout)
+@door(x=tensor, p=between(0, 1), training=bool)
 def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the survivors by 1 / (1 - p), so that the
     expected value is unchanged; the identity when not training or when p = 0."""
@@ -90,10 +74,9 @@ def dropout(x, p=0.5, training=True):
     return x * (keep / (1.0 - p)).astype(x.dtype)
 
 
-def check_cross_entropy(logits, targets, ignore_index=-100):
+def targets_fit(logits, targets, ignore_index=-100):
     """The targets must fit the logits: integer class indices, of the logits' shape without the
     classes."""
-    arguments.tensor("logits", logits)
     if logits.ndim == 0:
         raise ValueError(f"logits need at least one dimension (the classes), got shape "
                          f"{logits.shape}")
@@ -106,7 +89,7 @@ def check_cross_entropy(logits, targets, ignore_index=-100):
                          f"{targets.shape}")
 
 
-@door(check_cross_entropy)
+@door(targets_fit, logits=tensor)
 def cross_entropy(logits, targets, ignore_index=-100):
     """The mean over targets of -log softmax(logits)[target], as PyTorch's `F.cross_entropy`.
 

@@ -5,17 +5,12 @@ this is its door.
 """
 import math
 
-from tinyattn import arguments, ops
-from tinyattn.arguments import door
+from tinyattn import ops
+from tinyattn.arguments import at_least, default_scale, door, number, optional
 
 
-def check_flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
-    arguments.attention_inputs(query, key, value, scale)
-    arguments.ints(low=1, block_size=block_size)
-    arguments.flags(is_causal=is_causal)
-
-
-@door(check_flash_attention)
+@door(default_scale, query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)",
+      is_causal=bool, scale=optional(number), block_size=at_least(1))
 def flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
     """softmax(query @ key^T * scale) @ value, as `scaled_dot_product_attention(query, key, value,
     is_causal=is_causal, scale=scale)` computes it, without ever holding the (..., L, S) scores.

@@ -26,8 +26,7 @@ very angles rope rotates by.)
 """
 import numpy as np
 
-from tinyattn import arguments
-from tinyattn.arguments import door
+from tinyattn.arguments import at_least, between, door, floating_dtype
 from tinyattn.ops import stack
 
 
@@ -36,11 +35,7 @@ def frequencies(dim, base=10000.0):
     return base ** (-np.arange(0, dim, 2) / dim)
 
 
-def check_sinusoidal_positions(length, dim):
-    arguments.ints(low=0, length=length, dim=dim)
-
-
-@door(check_sinusoidal_positions)
+@door(length=at_least(0), dim=at_least(0))
 def sinusoidal_positions(length, dim):
     """The table of "Attention Is All You Need", (length, dim):
 
@@ -56,16 +51,13 @@ def sinusoidal_positions(length, dim):
     return table
 
 
-def check_rope(x, offset=0, base=10000.0):
-    sizes = arguments.shapes(floating=True, x=(x, "(..., T, D)"))
-    if sizes["D"] % 2:
+def pairs_of_features(x, **_):
+    if x.shape[-1] % 2:
         raise ValueError(f"the last axis of x holds pairs of features, so it must be even; got x "
                          f"of shape {x.shape}")
-    arguments.ints(low=0, offset=offset)
-    arguments.numbers(low=1, base=base)
 
 
-@door(check_rope)
+@door(pairs_of_features, x="(..., T, D)", offset=at_least(0), base=between(1))
 def rope(x, offset=0, base=10000.0):
     """Rotary position embedding (RoFormer, Su et al. 2021), on interleaved pairs of features.
 
@@ -102,11 +94,7 @@ def rope(x, offset=0, base=10000.0):
     return rotated.reshape(x.shape)                              # (..., T, D), pairs interleaved
 
 
-def check_alibi_slopes(num_heads):
-    arguments.ints(low=1, num_heads=num_heads)
-
-
-@door(check_alibi_slopes)
+@door(num_heads=at_least(1))
 def alibi_slopes(num_heads):
     """ALiBi's slope m_h for each head h = 1 ... H (Press et al. 2022, section 3).
 
@@ -126,13 +114,8 @@ def geometric_slopes(n):
     return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
 
 
-def check_alibi_bias(num_heads, length, dtype=np.float64, offset=0):
-    arguments.ints(low=1, num_heads=num_heads)
-    arguments.ints(low=0, length=length, offset=offset)
-    arguments.floating_dtype(dtype)
-
-
-@door(check_alibi_bias)
+@door(num_heads=at_least(1), length=at_least(0), dtype=floating_dtype,
+      offset=at_least(0))
 def alibi_bias(num_heads, length, dtype=np.float64, offset=0):
     """ALiBi's bias (Press et al. 2022), to pass as a float `attn_mask`: (num_heads, length, S)
 

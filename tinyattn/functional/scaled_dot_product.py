@@ -11,22 +11,25 @@ import math
 import numpy as np
 
 from tinyattn import arguments, ops
-from tinyattn.arguments import door
+from tinyattn.arguments import between, default_scale, door, number, optional
 from tinyattn.engine import Tensor
 from tinyattn.functional.basics import dropout, softmax
 from tinyattn.plumbing import data_of
 
 
-def check_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                    scale=None):
-    """The door of the two functions below."""
-    sizes = arguments.attention_inputs(query, key, value, scale)
-    arguments.attention_mask(attn_mask, sizes["..."] + (sizes["L"], sizes["S"]), query.dtype)
-    arguments.numbers(0, 1, dropout_p=dropout_p)
-    arguments.flags(is_causal=is_causal)
+def mask_and_scale_fit(query, key, value, attn_mask=None, scale=None, **_):
+    """attn_mask broadcasts to the scores (..., L, S), and the default scale has a width E."""
+    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    scores = batch + (query.shape[-2], key.shape[-2])                      # (..., L, S)
+    arguments.attention_mask(attn_mask, scores, query.dtype)
+    default_scale(query, scale)
 
 
-@door(check_attention)
+SDPA = dict(query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)",
+            dropout_p=between(0, 1), is_causal=bool, scale=optional(number))
+
+
+@door(mask_and_scale_fit, **SDPA)
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """Scaled dot-product attention returning (output, weights): `scaled_dot_product_attention`
     below, with the attention weights (..., L, S) too."""
@@ -47,7 +50,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return weights @ value, weights                    # (..., L, Ev), (..., L, S)
 
 
-@door(check_attention)
+@door(mask_and_scale_fit, **SDPA)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None):
     """softmax(query @ key^T * scale + mask) @ value, with PyTorch's signature and semantics.

@@ -22,19 +22,14 @@ import math
 
 import numpy as np
 
-from tinyattn import arguments, ops
-from tinyattn.arguments import door
+from tinyattn import ops
+from tinyattn.arguments import at_least, default_scale, door, number, optional
 from tinyattn.functional.basics import softmax
 from tinyattn.functional.sparse_patterns import in_band
 
 
-def check_sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
-    arguments.attention_inputs(query, key, value, scale, keys="L")
-    arguments.ints(low=1, window=window)
-    arguments.flags(is_causal=is_causal)
-
-
-@door(check_sliding_window_attention)
+@door(default_scale, query="(..., L, E)", key="(..., L, E)", value="(..., L, Ev)",
+      window=at_least(1), is_causal=bool, scale=optional(number))
 def sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
     """Attention of each query to the keys within `window` positions of it (see the top of this
     file): the same result as `F.scaled_dot_product_attention(query, key, value,

@@ -20,7 +20,7 @@ then throws the masked ones away. The savings come from code that never scores t
 import numpy as np
 
 from tinyattn import arguments
-from tinyattn.arguments import door
+from tinyattn.arguments import at_least, door
 from tinyattn.plumbing import numeric_array
 
 
@@ -33,13 +33,7 @@ def in_band(i, j, window, is_causal=True):
     return abs(i - j) < window
 
 
-def check_local_mask(length, window, is_causal=True):
-    arguments.ints(low=0, length=length)
-    arguments.ints(low=1, window=window)
-    arguments.flags(is_causal=is_causal)
-
-
-@door(check_local_mask)
+@door(length=at_least(0), window=at_least(1), is_causal=bool)
 def local_mask(length, window, is_causal=True):
     """The band: query i sees the keys j with i - window < j <= i (causal) or |i - j| < window.
 
@@ -65,13 +59,7 @@ def local_mask(length, window, is_causal=True):
     return in_band(positions[:, None], positions[None, :], window, is_causal)   # (L, L)
 
 
-def check_strided(length, stride):
-    """The door of the two patterns of a stride."""
-    arguments.ints(low=0, length=length)
-    arguments.ints(low=1, stride=stride)
-
-
-@door(check_strided)
+@door(length=at_least(0), stride=at_least(1))
 def strided_mask(length, stride):
     """Causal, every `stride`-th key back: j <= i and (i - j) a multiple of stride.
 
@@ -90,7 +78,7 @@ def strided_mask(length, stride):
     return (j <= i) & ((i - j) % stride == 0)                        # (L, L)
 
 
-@door(check_strided)
+@door(length=at_least(0), stride=at_least(1))
 def sparse_transformer_mask(length, stride):
     """The Sparse Transformer's "strided" pattern with both heads merged into one: the last
     `stride` keys (i itself included) and every stride-th key before them. With stride near
@@ -108,12 +96,14 @@ def sparse_transformer_mask(length, stride):
     return local_mask(length, stride) | strided_mask(length, stride)
 
 
-def check_global_mask(length, positions):
-    arguments.ints(low=0, length=length)
-    check_positions(positions, length)
+def positions_fit(length, positions, **_):
+    """The global positions: ints in [0, length) ([] is none)."""
+    positions = numeric_array(positions, "positions")
+    arguments.ids("positions", positions.astype(int) if positions.size == 0 else positions,
+                  length, "positions")
 
 
-@door(check_global_mask)
+@door(positions_fit, length=at_least(0))
 def global_mask(length, positions):
     """Global attention (Longformer): the chosen positions see every key, and every query sees
     them (their rows and columns are True); nothing else is.
@@ -132,20 +122,7 @@ def global_mask(length, positions):
     return mask
 
 
-def check_positions(positions, length):
-    """The global positions: ints in [0, length) ([] is none)."""
-    positions = numeric_array(positions, "positions")
-    arguments.ids("positions", positions.astype(int) if positions.size == 0 else positions,
-                  length, "positions")
-
-
-def check_longformer_mask(length, window, positions):
-    arguments.ints(low=0, length=length)
-    arguments.ints(low=1, window=window)
-    check_positions(positions, length)
-
-
-@door(check_longformer_mask)
+@door(positions_fit, length=at_least(0), window=at_least(1))
 def longformer_mask(length, window, positions):
     """Longformer's pattern: the symmetric band |i - j| < window and the global positions.
 

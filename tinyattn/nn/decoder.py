@@ -24,7 +24,8 @@ as in "Attention Is All You Need" (Vaswani et al., 2017), with the LayerNorm bef
 import numpy as np
 
 from tinyattn import arguments
-from tinyattn.arguments import door
+from tinyattn.arguments import (at_least, between, door, floating_dtype, heads_fit, number,
+                                optional)
 from tinyattn.engine import no_grad
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
@@ -34,10 +35,8 @@ from tinyattn.nn.transformer import TransformerBlock
 from tinyattn.plumbing import TensorIndexError, data_of
 
 
-def check_decoder_block_input(self, x, memory, memory_mask=None):
-    sizes = arguments.shapes(dtype=self.ln1.weight.dtype, x=(x, f"(B, L, {self.embed_dim})"),
-                             memory=(memory, f"(B, S, {self.embed_dim})"))
-    cross_scores = (sizes["B"], self.cross_attn.num_heads, sizes["L"], sizes["S"])
+def memory_mask_fits(self, x, memory, memory_mask=None):
+    cross_scores = (len(x), self.cross_attn.num_heads, x.shape[1], memory.shape[1])  # (B, H, L, S)
     arguments.attention_mask(memory_mask, cross_scores, x.dtype, "memory_mask")
 
 
@@ -56,8 +55,9 @@ class TransformerDecoderBlock(Module):
     causal one: the decoder's own sequence is not padded on the left.
     """
 
-    @door(lambda self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None, dtype=None:
-          arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale, dtype))
+    @door(heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
+          hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
+          dtype=floating_dtype)
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None):
         self.embed_dim = embed_dim
@@ -74,7 +74,7 @@ class TransformerDecoderBlock(Module):
     def forward(self, x, memory, memory_mask=None):
         return self.forward_with_weights(x, memory, memory_mask)[0]
 
-    @door(check_decoder_block_input)
+    @door(memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)")
     def forward_with_weights(self, x, memory, memory_mask=None):
         """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
         (B, H, L, S))."""
@@ -86,14 +86,7 @@ class TransformerDecoderBlock(Module):
         return x + self.ff(self.ln3(x)), self_weights, cross_weights
 
 
-def check_encoder_decoder(self, src_vocab, tgt_vocab, embed_dim, num_heads, num_layers,
-                          max_len=256, hidden_dim=None, dropout=0.0, scale=None, dtype=None):
-    arguments.ints(low=1, src_vocab=src_vocab, tgt_vocab=tgt_vocab, num_layers=num_layers,
-                   max_len=max_len)
-    arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale, dtype)
-
-
-def check_sequence(model, name, ids, vocab_size):
+def sequence_fits(model, name, ids, vocab_size):
     """ids (B, T) within the vocabulary and max_len."""
     arguments.ids(name, ids, vocab_size, "tokens")
     shape = np.shape(data_of(ids))
@@ -102,7 +95,7 @@ def check_sequence(model, name, ids, vocab_size):
                          f"{shape}")
 
 
-def check_src_mask(src_mask, shape):
+def src_mask_fits(src_mask, shape):
     """src_mask None, or booleans (True = a real token) of the source's shape (B, S)."""
     if src_mask is None:
         return
@@ -115,35 +108,29 @@ def check_src_mask(src_mask, shape):
                          f"{src_mask.shape}")
 
 
-def check_encoder_decoder_input(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
-    check_encode(self, src_ids, src_mask)
-    check_sequence(self, "tgt_ids", tgt_ids, self.tgt_vocab)
-    arguments.flags(return_weights=return_weights)
+def source_and_target_fit(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
+    source_fits(self, src_ids, src_mask)
+    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
 
 
-def check_encode(self, src_ids, src_mask=None):
-    check_sequence(self, "src_ids", src_ids, self.src_vocab)
-    check_src_mask(src_mask, np.shape(data_of(src_ids)))
+def source_fits(self, src_ids, src_mask=None):
+    sequence_fits(self, "src_ids", src_ids, self.src_vocab)
+    src_mask_fits(src_mask, np.shape(data_of(src_ids)))
 
 
-def check_decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
-    check_sequence(self, "tgt_ids", tgt_ids, self.tgt_vocab)
-    arguments.shapes(dtype=self.head.weight.dtype,
-                     memory=(memory, f"(B, S, {self.src_embed.embedding_dim})"))
-    check_src_mask(src_mask, memory.shape[:2])
-    arguments.flags(return_weights=return_weights)
+def target_fits(self, tgt_ids, memory, src_mask=None, return_weights=False):
+    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
+    src_mask_fits(src_mask, memory.shape[:2])
 
 
-def check_greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
-    arguments.ints(low=0, max_new_tokens=max_new_tokens)
-    arguments.ints(low=0, start_id=start_id)
+def start_and_source_fit(self, src_ids, max_new_tokens, start_id, src_mask=None):
     if start_id >= self.tgt_vocab:
         raise TensorIndexError(f"start_id must lie in [0, {self.tgt_vocab}) "
                                f"({self.tgt_vocab} target tokens), got {start_id}")
     if 1 + max_new_tokens > self.max_len:
         raise ValueError(f"1 + max_new_tokens = {1 + max_new_tokens} target tokens exceed "
                          f"max_len {self.max_len}")
-    check_encode(self, src_ids, src_mask)
+    source_fits(self, src_ids, src_mask)
 
 
 class EncoderDecoder(Module):
@@ -163,10 +150,14 @@ class EncoderDecoder(Module):
     of `nn.PositionalEncoding`, the same for source and target; `max_len` bounds both lengths.
     """
 
-    @door(check_encoder_decoder)
+    @door(heads_fit, src_vocab=at_least(1), tgt_vocab=at_least(1), embed_dim=at_least(1),
+          num_heads=at_least(1), num_layers=at_least(1), max_len=at_least(1),
+          hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
+          dtype=floating_dtype)
     def __init__(self, src_vocab, tgt_vocab, embed_dim, num_heads, num_layers, max_len=256,
                  hidden_dim=None, dropout=0.0, scale=None, dtype=None):
         self.src_vocab, self.tgt_vocab, self.max_len = src_vocab, tgt_vocab, max_len
+        self.embed_dim = embed_dim
         self.src_embed = Embedding(src_vocab, embed_dim, dtype=dtype)
         self.tgt_embed = Embedding(tgt_vocab, embed_dim, dtype=dtype)
         self.positions = PositionalEncoding(embed_dim, max_len)
@@ -180,14 +171,14 @@ class EncoderDecoder(Module):
         self.decoder_ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, tgt_vocab, dtype=dtype)
 
-    @door(check_encoder_decoder_input)
+    @door(source_and_target_fit, return_weights=bool)
     def forward(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab); with return_weights, also the decoder blocks' self- and
         cross-attention weights, {"self": [(B, H, L, L)], "cross": [(B, H, L, S)]}."""
         memory = self.encode(src_ids, src_mask)                     # (B, S, E)
         return self.decode(tgt_ids, memory, src_mask, return_weights)
 
-    @door(check_encode)
+    @door(source_fits)
     def encode(self, src_ids, src_mask=None):
         """The memory (B, S, E): the source, each position having attended to the whole source."""
         src_ids = np.asarray(data_of(src_ids))                      # (B, S)
@@ -197,7 +188,7 @@ class EncoderDecoder(Module):
             x = block(x, attn_mask=padding)                         # (B, S, E)
         return self.encoder_ln(x)                                   # (B, S, E)
 
-    @door(check_decode)
+    @door(target_fits, memory="(B, S, embed_dim)", return_weights=bool)
     def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
         tgt_ids = np.asarray(data_of(tgt_ids))                      # (B, L)
@@ -212,7 +203,7 @@ class EncoderDecoder(Module):
         return (logits, weights) if return_weights else logits
 
     @no_grad()
-    @door(check_greedy_decode)
+    @door(start_and_source_fit, max_new_tokens=at_least(0), start_id=at_least(0))
     def greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
         """Translate greedily: (B, 1 + max_new_tokens) NumPy ids, `start_id` then the token of
         largest logit at every step.

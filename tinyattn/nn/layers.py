@@ -10,15 +10,9 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import arguments, rng
-from tinyattn.arguments import door
+from tinyattn.arguments import at_least, between, door, floating_dtype, optional
 from tinyattn.nn.module import Module, Parameter, uniform
 from tinyattn.plumbing import data_of
-
-
-def check_linear(self, in_features, out_features, bias=True, dtype=None):
-    arguments.ints(low=0, in_features=in_features, out_features=out_features)
-    arguments.flags(bias=bias)
-    arguments.floating_dtype(dtype)
 
 
 class Linear(Module):
@@ -27,15 +21,14 @@ class Linear(Module):
     Initialised uniformly in +-1/sqrt(in_features), as PyTorch does (0 when in_features is 0).
     """
 
-    @door(check_linear)
+    @door(in_features=at_least(0), out_features=at_least(0), bias=bool, dtype=floating_dtype)
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = uniform((out_features, in_features), bound, np.dtype(dtype))
         self.bias = uniform((out_features,), bound, np.dtype(dtype)) if bias else None
 
-    @door(lambda self, x: arguments.shapes(dtype=self.weight.dtype,
-                                           input=(x, f"(..., {self.in_features})")))
+    @door(x="(..., in_features)")
     def forward(self, x):
         y = x @ self.weight.T               # (..., in) @ (in, out) -> (..., out)
         return y + self.bias if self.bias is not None else y
@@ -44,24 +37,24 @@ class Linear(Module):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
-def check_layer_norm(self, normalized_shape, eps=1e-5, dtype=None):
+def sizes_at_least_0(normalized_shape, **_):
+    """normalized_shape: a size, or a tuple of them."""
     sizes = normalized_shape if isinstance(normalized_shape, (tuple, list)) else [normalized_shape]
     for size in sizes:
-        arguments.ints(low=0, normalized_shape=size)
-    arguments.numbers(low=0, eps=eps)
-    arguments.floating_dtype(dtype)
+        at_least(0)("normalized_shape", size)
 
 
-def check_layer_norm_input(self, x):
+def normalized_axes_fit(self, x):
+    """x ends with the normalized_shape."""
     sizes = ", ".join(map(str, self.normalized_shape))
-    arguments.shapes(dtype=self.weight.dtype, input=(x, f"(..., {sizes})"))
+    arguments.shapes(dtype=self.dtype, x=(x, f"(..., {sizes})"))
 
 
 class LayerNorm(Module):
     """Normalise over the last axis (or the last len(normalized_shape) axes), then scale and shift
     with the learned `weight` (ones at first) and `bias` (zeros)."""
 
-    @door(check_layer_norm)
+    @door(sizes_at_least_0, eps=between(0), dtype=floating_dtype)
     def __init__(self, normalized_shape, eps=1e-5, dtype=None):
         if not isinstance(normalized_shape, (tuple, list)):
             normalized_shape = (normalized_shape,)
@@ -70,7 +63,7 @@ class LayerNorm(Module):
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
 
-    @door(check_layer_norm_input)
+    @door(normalized_axes_fit)
     def forward(self, x):
         if len(self.normalized_shape) == 1:
             return F.layer_norm(x, self.weight, self.bias, self.eps)
@@ -85,17 +78,12 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
-def check_embedding(self, num_embeddings, embedding_dim, dtype=None):
-    arguments.ints(low=0, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-    arguments.floating_dtype(dtype)
-
-
 class Embedding(Module):
     """A lookup table: token id i -> row i of `weight` (num_embeddings, embedding_dim), initialised
     from N(0, 1) as in PyTorch. The backward of the lookup adds each row's gradient back to its
     row, summing over repeated ids."""
 
-    @door(check_embedding)
+    @door(num_embeddings=at_least(0), embedding_dim=at_least(0), dtype=floating_dtype)
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
@@ -112,7 +100,7 @@ class Embedding(Module):
 class Dropout(Module):
     """Zero elements with probability p while training (scaling the rest by 1/(1-p))."""
 
-    @door(lambda self, p=0.1: arguments.numbers(0, 1, p=p))
+    @door(p=between(0, 1))
     def __init__(self, p=0.1):
         self.p = float(p)
 
@@ -128,25 +116,23 @@ class FeedForward(Module):
     dropout, with hidden = 4 E unless given. Each token is transformed on its own; attention is
     where tokens meet."""
 
-    @door(lambda self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None:
-          arguments.layer_sizes(embed_dim, hidden_dim=hidden_dim, dropout=dropout, dtype=dtype))
+    @door(embed_dim=at_least(1), hidden_dim=optional(at_least(1)), dropout=between(0, 1),
+          dtype=floating_dtype)
     def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None):
+        self.embed_dim = embed_dim
         hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
         self.up = Linear(embed_dim, hidden_dim, dtype=dtype)
         self.down = Linear(hidden_dim, embed_dim, dtype=dtype)
         self.dropout = Dropout(dropout)
 
-    @door(lambda self, x: arguments.shapes(dtype=self.up.weight.dtype,
-                                           input=(x, f"(..., {self.up.in_features})")))
+    @door(x="(..., embed_dim)")
     def forward(self, x):
-        return self.dropout(self.down(F.gelu(self.up(x))))    # (..., E) -> (..., hidden) -> (..., E)
+        return self.dropout(self.down(F.gelu(self.up(x))))   # (..., E) -> (..., hidden) -> (..., E)
 
 
-def check_positional_encoding_input(self, x, offset=0):
-    T = arguments.shapes(floating=True, input=(x, f"(..., T, {self.embed_dim})"))["T"]
-    arguments.ints(low=0, offset=offset)
-    if offset + T > self.max_len:
-        raise ValueError(f"sequence length {offset + T} exceeds max_len {self.max_len}")
+def within_the_table(self, x, offset=0):
+    if offset + x.shape[-2] > self.max_len:
+        raise ValueError(f"sequence length {offset + x.shape[-2]} exceeds max_len {self.max_len}")
 
 
 class PositionalEncoding(Module):
@@ -154,13 +140,12 @@ class PositionalEncoding(Module):
     (B, T, E); no parameters. forward(x, offset=0) adds the rows offset ... offset + T - 1: the
     positions of tokens that come after `offset` cached ones."""
 
-    @door(lambda self, embed_dim, max_len=1024: arguments.ints(low=0, embed_dim=embed_dim,
-                                                               max_len=max_len))
+    @door(embed_dim=at_least(0), max_len=at_least(0))
     def __init__(self, embed_dim, max_len=1024):
         self.embed_dim, self.max_len = embed_dim, max_len
         self.table = F.sinusoidal_positions(max_len, embed_dim)
 
-    @door(check_positional_encoding_input)
+    @door(within_the_table, x="(..., T, embed_dim)", offset=at_least(0))
     def forward(self, x, offset=0):
         T = x.shape[-2]
         rows = self.table[offset:offset + T].astype(x.dtype, copy=False)     # (T, E)

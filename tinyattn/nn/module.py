@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tinyattn import arguments, rng
-from tinyattn.arguments import door
+from tinyattn import rng
+from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor
 from tinyattn.plumbing import data_of, numeric_array
 
@@ -103,7 +103,12 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    @door(lambda self, dtype: arguments.floating_dtype(dtype))
+    @property
+    def dtype(self):
+        """The dtype of the layer's parameters (None for a layer without any)."""
+        return next((p.dtype for _, p in self.named_parameters()), None)
+
+    @door(dtype=floating_dtype)
     def to(self, dtype):
         """Convert every parameter to `dtype` (e.g. np.float32), in place; returns self."""
         for parameter in self.parameters():

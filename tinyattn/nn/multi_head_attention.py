@@ -16,45 +16,37 @@ the tokens before it, so that each step computes only the new token's (the end o
 """
 import tinyattn.functional as F
 from tinyattn import arguments
-from tinyattn.arguments import door
+from tinyattn.arguments import (at_least, between, door, floating_dtype, heads_fit, number,
+                                optional)
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
 
 
-def check_multi_head_attention(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None,
-                               dtype=None, rope=False):
-    arguments.layer_sizes(embed_dim, num_heads, dropout=dropout, scale=scale, dtype=dtype,
-                          rope=rope)
-    arguments.flags(bias=bias)
-
-
-def check_multi_head_attention_inputs(self, query, key=None, value=None, attn_mask=None,
-                                      is_causal=False, cache=None):
+def key_value_and_cache_fit(self, query, key=None, value=None, attn_mask=None, is_causal=False,
+                            cache=None):
+    """key and value (default: query) are (B, S, E) like the query; and the cache and mask fit."""
     key = query if key is None else key
-    value = key if value is None else value
-    E = self.embed_dim
-    arguments.shapes(dtype=self.q_proj.weight.dtype, query=(query, f"(B, L, {E})"),
-                     key=(key, f"(B, S, {E})"), value=(value, f"(B, S, {E})"))
-    check_attention_call(self.num_heads, query, key, attn_mask, is_causal, cache)
+    arguments.shapes(dtype=self.dtype, layer=self, query=(query, "(B, L, embed_dim)"),
+                     key=(key, "(B, S, embed_dim)"),
+                     value=(key if value is None else value, "(B, S, embed_dim)"))
+    attention_call_fits(self.num_heads, query, key, attn_mask, is_causal, cache)
 
 
-def check_attention_call(num_heads, query, key, attn_mask, is_causal, cache):
+def attention_call_fits(num_heads, query, key, attn_mask, is_causal, cache):
     """What MultiHeadAttention.forward and the blocks that hand these arguments on check besides
-    the shapes of query (B, L, E) and key (B, S, E): is_causal a bool, cache None or a KVCache of
-    the same batch, and attn_mask fitting the scores (B, num_heads, L, S), S counting the cached
-    keys too."""
-    arguments.flags(is_causal=is_causal)
+    the shapes of query (B, L, E) and key (B, S, E): cache None or a KVCache of the same batch,
+    and attn_mask fitting the scores (B, num_heads, L, S), S counting the cached keys too."""
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     (B, L, E), S = query.shape, key.shape[1] + (0 if cache is None else len(cache))
     if cache is not None:
-        check_cache(cache, "query", query.shape, query.dtype, num_heads, E // num_heads)
+        cache_fits(cache, "query", query.shape, query.dtype, num_heads, E // num_heads)
     arguments.attention_mask(attn_mask, (B, num_heads, L, S), query.dtype)
 
 
-def check_cache(cache, name, shape, dtype, num_heads, head_dim):
+def cache_fits(cache, name, shape, dtype, num_heads, head_dim):
     """A KVCache that holds keys must hold keys that this layer made for this batch: of as many
     sequences as the batch `name` (of `shape`, batch first) continues, num_heads heads of head_dim
     features, of the layer's `dtype`."""
@@ -99,7 +91,8 @@ class MultiHeadAttention(Module):
     of them, and the positions (for rope, and for the causal mask) continue from the cache.
     """
 
-    @door(check_multi_head_attention)
+    @door(heads_fit, embed_dim=at_least(1), num_heads=at_least(1), bias=bool,
+          dropout=between(0, 1), scale=optional(number), dtype=floating_dtype, rope=bool)
     def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None,
                  rope=False):
         self.embed_dim, self.num_heads = embed_dim, num_heads
@@ -112,7 +105,7 @@ class MultiHeadAttention(Module):
         self.v_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
 
-    @door(check_multi_head_attention_inputs)
+    @door(key_value_and_cache_fit, is_causal=bool)
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, cache=None):
         key = query if key is None else key
         value = key if value is None else value
@@ -179,4 +172,3 @@ class KVCache:
             values = concatenate([self.values, values], axis=2)     # (B, H, S, D)
         self.keys, self.values = keys, values
         return keys, values
-

@@ -12,22 +12,22 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import arguments, rng
-from tinyattn.arguments import door
+from tinyattn.arguments import (at_least, between, door, floating_dtype, heads_fit, number,
+                                one_of, optional)
 from tinyattn.engine import no_grad
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
 from tinyattn.nn.module import Module
-from tinyattn.nn.multi_head_attention import (KVCache, MultiHeadAttention, check_attention_call,
-                                              check_cache)
+from tinyattn.nn.multi_head_attention import (KVCache, MultiHeadAttention, attention_call_fits,
+                                              cache_fits)
 from tinyattn.plumbing import data_of
 
 POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
 ABSOLUTE = ("sinusoidal", "learned")        # a table of max_len rows: no position beyond it
 
 
-def check_transformer_block_input(self, x, attn_mask=None, is_causal=False, cache=None):
-    arguments.shapes(dtype=self.ln1.weight.dtype, x=(x, f"(B, T, {self.attn.embed_dim})"))
-    check_attention_call(self.attn.num_heads, x, x, attn_mask, is_causal, cache)
+def mask_and_cache_fit(self, x, attn_mask=None, is_causal=False, cache=None):
+    attention_call_fits(self.attn.num_heads, x, x, attn_mask, is_causal, cache)
 
 
 class TransformerBlock(Module):
@@ -36,11 +36,12 @@ class TransformerBlock(Module):
     `rope=True` gives the attention rotary positions; `cache` (a KVCache) is passed to it.
     """
 
-    @door(lambda self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None, dtype=None,
-          rope=False: arguments.layer_sizes(embed_dim, num_heads, hidden_dim, dropout, scale,
-                                            dtype, rope))
+    @door(heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
+          hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
+          dtype=floating_dtype, rope=bool)
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
                  dtype=None, rope=False):
+        self.embed_dim = embed_dim
         self.ln1 = LayerNorm(embed_dim, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
                                        dtype=dtype, rope=rope)
@@ -51,7 +52,7 @@ class TransformerBlock(Module):
     def forward(self, x, attn_mask=None, is_causal=False, cache=None):
         return self.forward_with_weights(x, attn_mask, is_causal, cache)[0]
 
-    @door(check_transformer_block_input)
+    @door(mask_and_cache_fit, x="(B, T, embed_dim)", is_causal=bool)
     def forward_with_weights(self, x, attn_mask=None, is_causal=False, cache=None):
         """(output, attention weights (B, H, T, S))."""
         attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal,
@@ -60,19 +61,14 @@ class TransformerBlock(Module):
         return x + self.ff(self.ln2(x)), weights
 
 
-def check_causal_transformer(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256,
-                             dropout=0.0, scale=None, dtype=None, positional="sinusoidal"):
-    arguments.ints(low=1, vocab_size=vocab_size, num_layers=num_layers, max_len=max_len)
-    arguments.one_of("positional", positional, POSITIONAL)
-    arguments.layer_sizes(embed_dim, num_heads, dropout=dropout, scale=scale, dtype=dtype,
-                          rope=positional == "rope")
+def heads_fit_positions(embed_dim, num_heads, positional="sinusoidal", **_):
+    heads_fit(embed_dim, num_heads, rope=positional == "rope")
 
 
-def check_causal_transformer_input(self, ids, return_weights=False, cache=None):
+def ids_and_cache_fit(self, ids, return_weights=False, cache=None):
     """The ids a (B, T) integer array within the vocabulary, the cache one KVCache per block, and
     for absolute positions, the sequence within the table's length."""
-    check_ids_of(self, ids)
-    arguments.flags(return_weights=return_weights)
+    ids_fit(self, ids)
     if cache is not None and not (isinstance(cache, list)
                                   and all(isinstance(c, KVCache) for c in cache)):
         raise TypeError(f"cache must be a list of KVCache, one per block (from empty_cache()), "
@@ -83,29 +79,25 @@ def check_causal_transformer_input(self, ids, return_weights=False, cache=None):
     shape = np.shape(data_of(ids))
     attention = self.blocks[0].attn
     for block_cache in cache or []:
-        check_cache(block_cache, "ids", shape, self.embed.weight.dtype, attention.num_heads,
-                    attention.head_dim)
+        cache_fits(block_cache, "ids", shape, self.dtype, attention.num_heads, attention.head_dim)
     start = len(cache[0]) if cache else 0
     if self.positional in ABSOLUTE and start + shape[1] > self.max_len:
         raise ValueError(f"a sequence of {start + shape[1]} tokens is longer than max_len "
                          f"{self.max_len}, the length of the {self.positional} position table")
 
 
-def check_ids_of(model, ids):
+def ids_fit(model, ids):
     """ids: a (B, T) array (or list, or tensor) of integers in [0, vocab_size)."""
     arguments.ids("ids", ids, model.embed.num_embeddings, "tokens")
     if np.ndim(data_of(ids)) != 2:
         raise ValueError(f"ids must be (B, T), got shape {np.shape(data_of(ids))}")
 
 
-def check_generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
+def prompt_fits(self, ids, **_):
     arguments.ids("ids", ids, self.embed.num_embeddings, "tokens")
     shape = np.shape(data_of(ids))
     if len(shape) != 2 or shape[1] == 0:
         raise ValueError(f"ids must be (B, T) with T >= 1, got shape {shape}")
-    arguments.ints(low=0, max_new_tokens=max_new_tokens)
-    arguments.numbers(low=0, temperature=temperature)
-    arguments.ints(low=1, optional=True, top_k=top_k)
 
 
 class CausalTransformer(Module):
@@ -126,7 +118,10 @@ class CausalTransformer(Module):
     three have no length limit (max_len is then unused).
     """
 
-    @door(check_causal_transformer)
+    @door(heads_fit_positions, vocab_size=at_least(1), embed_dim=at_least(1),
+          num_heads=at_least(1), num_layers=at_least(1), max_len=at_least(1),
+          dropout=between(0, 1), scale=optional(number), dtype=floating_dtype,
+          positional=one_of(*POSITIONAL))
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
                  scale=None, dtype=None, positional="sinusoidal"):
         self.positional, self.max_len, self.num_heads = positional, max_len, num_heads
@@ -141,7 +136,7 @@ class CausalTransformer(Module):
         self.ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, vocab_size, dtype=dtype)
 
-    @door(check_causal_transformer_input)
+    @door(ids_and_cache_fit, return_weights=bool)
     def forward(self, ids, return_weights=False, cache=None):
         """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
 
@@ -174,7 +169,8 @@ class CausalTransformer(Module):
         return [KVCache() for _ in self.blocks]
 
     @no_grad()
-    @door(check_generate)
+    @door(prompt_fits, max_new_tokens=at_least(0), temperature=between(0),
+          top_k=optional(at_least(1)))
     def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
         """Continue each row of `ids` (B, T) by max_new_tokens tokens: (B, T + max_new_tokens).
 

@@ -3,6 +3,6 @@
     gradcheck.py   the engine's gradients against finite differences (`ta.gradcheck`)
     checklist/     every op and layer, gradient-checked: `python -m tinyattn check`
     bench/         what the engine costs over NumPy (and PyTorch): `python -m tinyattn bench`
-    viz.py         drawing the graph backward walks (`tinyattn.viz.draw_graph`)
+    drawing.py     drawing the graph backward walks (`tinyattn.viz.draw_graph`)
     cli.py         the command line, `python -m tinyattn`
 """
