@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+from collections import Counter
 
 import numpy as np
 
@@ -32,7 +33,7 @@ DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2")
           "I8": np.dtype("i1"), "U64": np.dtype("<u8"), "U32": np.dtype("<u4"),
           "U16": np.dtype("<u2"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
           "C64": np.dtype("<c8")}
-BF16 = np.dtype("<u2")          # read as its 16 raw bits, then widened to float32
+STORED = {**DTYPES, "BF16": np.dtype("<u2")}    # BF16 is read as its 16 bits, then widened
 NAMES = {dtype.newbyteorder("="): name for name, dtype in DTYPES.items()}    # float32 -> "F32"
 METADATA = "__metadata__"
 
@@ -66,13 +67,12 @@ def read_safetensors(file, size, with_metadata=False):
         raise ValueError(f"the header length, {header_length} bytes, runs past the end of the "
                          f"file ({size} bytes)")
     entries, metadata = parse_header(file.read(header_length))
+    check_tiling(entries, size - 8 - header_length)
     data = bytearray(size - 8 - header_length)
     file.readinto(data)
-    check_tiling(entries, len(data))
     arrays = {}
-    for name, (dtype_name, shape, (begin, end)) in entries.items():
-        raw = np.frombuffer(data, BF16 if dtype_name == "BF16" else DTYPES[dtype_name],
-                            count=math.prod(shape), offset=begin).reshape(shape)
+    for name, (dtype_name, shape, (begin, _)) in entries.items():
+        raw = np.frombuffer(data, STORED[dtype_name], math.prod(shape), begin).reshape(shape)
         arrays[name] = (raw.astype("<u4") << 16).view("<f4") if dtype_name == "BF16" else raw
     return (arrays, metadata) if with_metadata else arrays
 
@@ -92,17 +92,19 @@ def parse_header(header):
         raise ValueError(f"{METADATA} must map strings to strings, got {metadata!r}")
     entries = {}
     for name, entry in header.items():
-        if not isinstance(entry, dict) or sorted(entry) != ["data_offsets", "dtype", "shape"]:
-            raise ValueError(f"tensor {name!r} must have exactly dtype, shape and data_offsets, "
+        if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
+            raise ValueError(f"tensor {name!r} must have a dtype, a shape and data_offsets, "
                              f"got {entry!r}")
         dtype_name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype_name not in DTYPES and dtype_name != "BF16":
+        if not isinstance(dtype_name, str) or dtype_name not in STORED:
             raise ValueError(f"tensor {name!r} has dtype {dtype_name!r}, which tinyattn does not "
                              f"read (it reads {', '.join(DTYPES)} and BF16)")
-        if not is_list_of_sizes(shape) or not is_list_of_sizes(offsets) or len(offsets) != 2:
-            raise ValueError(f"tensor {name!r} must have a shape and two data_offsets made of "
-                             f"integers >= 0, got shape {shape!r} and data_offsets {offsets!r}")
-        item_size = BF16.itemsize if dtype_name == "BF16" else DTYPES[dtype_name].itemsize
+        if not (is_list_of_sizes(shape) and is_list_of_sizes(offsets) and len(offsets) == 2
+                and offsets[0] <= offsets[1]):
+            raise ValueError(f"tensor {name!r} must have a shape of integers >= 0 and data_offsets "
+                             f"[BEGIN, END] with 0 <= BEGIN <= END, got shape {shape!r} and "
+                             f"data_offsets {offsets!r}")
+        item_size = STORED[dtype_name].itemsize
         if offsets[1] - offsets[0] != math.prod(shape) * item_size:
             raise ValueError(f"tensor {name!r} of shape {tuple(shape)} and dtype {dtype_name} "
                              f"takes {math.prod(shape) * item_size} bytes, but its data_offsets "
@@ -113,8 +115,8 @@ def parse_header(header):
 
 def refuse_repeated_names(pairs):
     """A JSON object as a dict, refusing a name given twice (json.loads would keep the last)."""
-    names = [name for name, _ in pairs]
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, count in Counter(name for name, _ in pairs).items()
+                      if count > 1)
     if repeated:
         raise ValueError(f"the header names {repeated} more than once")
     return dict(pairs)
