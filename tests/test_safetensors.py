@@ -116,11 +116,13 @@ MALFORMED = {
     "entry not a dict": (raw_file({"a": [1]}), "tensor 'a' must have a dtype"),
     "negative size": (raw_file({"a": F([-1], [0, 4])}, bytes(4)),
                       r"tensor 'a' must have a shape of integers >= 0 .* got shape \[-1\]"),
-    "float size": (raw_file({"a": F([1.0], [0, 4])}, bytes(4)), r"tensor 'a' must have a shape .* got shape \[1.0\]"),
+    "float size": (raw_file({"a": F([1.0], [0, 4])}, bytes(4)),
+                   r"tensor 'a' must have a shape .* got shape \[1.0\]"),
     "three offsets": (raw_file({"a": F([1], [0, 4, 4])}, bytes(4)),
-                      r"tensor 'a' must .* data_offsets \[BEGIN, END\] with 0 <= BEGIN <= END, got "
-                      r".* \[0, 4, 4\]"),
-    "offsets backwards": (raw_file({"a": F([0], [4, 0])}, bytes(4)), r"tensor 'a' must .* got .* \[4, 0\]"),
+                      r"tensor 'a' must .* data_offsets \[BEGIN, END\] with 0 <= BEGIN <= "
+                      r"END, got .* \[0, 4, 4\]"),
+    "offsets backwards": (raw_file({"a": F([0], [4, 0])}, bytes(4)),
+                          r"tensor 'a' must .* got .* \[4, 0\]"),
     "unknown dtype": (raw_file({"a": F([1], [0, 4], "F128")}, bytes(4)),
                       r"tensor 'a' has dtype 'F128', which tinyattn does not read \(it reads "
                       r"F64, F32, F16, I64"),
@@ -178,7 +180,8 @@ def test_a_missing_file_and_a_dtype_without_numpy_equivalent(tmp_path):
 @pytest.mark.parametrize("arrays, metadata, error, message", [
     ([np.zeros(1)], None, TypeError, "expected a dict of arrays, got list"),
     ({1: np.zeros(1)}, None, TypeError, "tensor names must be strings, got 1"),
-    ({"__metadata__": np.zeros(1)}, None, ValueError, "'__metadata__' is the name of the metadata"),
+    ({"__metadata__": np.zeros(1)}, None, ValueError,
+     "'__metadata__' is the name of the metadata"),
     ({"a": [1.0, 2.0]}, None, TypeError, "'a' is a list, not a NumPy array"),
     ({"a": np.zeros(1, np.complex128)}, None, TypeError,
      r"'a' has dtype complex128, which the format does not have \(it has float64, float32"),

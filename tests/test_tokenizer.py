@@ -97,7 +97,8 @@ def test_the_letter_number_and_whitespace_classes_are_the_regex_packages():
 
 
 def test_shortcuts_for_the_classes_would_be_wrong():
-    letters, numbers = re.compile(f"[{unicode_ranges('L')}]"), re.compile(f"[{unicode_ranges('N')}]")
+    letters = re.compile(f"[{unicode_ranges('L')}]")
+    numbers = re.compile(f"[{unicode_ranges('N')}]")
     for number in "²½Ⅷ":              # No, No, Nl: numbers that are not decimal digits
         assert numbers.match(number) and not letters.match(number)
         assert re.match(r"[^\W\d_]", number)                # the shortcut calls it a letter
@@ -231,8 +232,9 @@ def test_decode_names_what_is_not_a_token_id(ours):
     for position, bad in [(1, 50257), (0, -1), (1, 1.0), (0, True), (0, "a")]:
         ids = [15496, 15496]
         ids[position] = bad
-        with pytest.raises(ValueError, match=rf"decode: ids\[{position}\] = {re.escape(repr(bad))} "
-                                             rf"is not a token id \(0 to 50256\)"):
+        with pytest.raises(ValueError, match=rf"decode: ids\[{position}\] = "
+                                             rf"{re.escape(repr(bad))} is not a token id "
+                                             rf"\(0 to 50256\)"):
             ours.decode(ids)
 
 

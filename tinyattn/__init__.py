@@ -4,8 +4,8 @@
     functional/, nn/,    built on the core: attention and the layers of a transformer, the
     optim.py             optimizers (arguments.py: how they check what they are given;
                          rng.py: the random generator that manual_seed seeds)
-    safetensors.py,      files: weights in the safetensors format, GPT-2's byte-level BPE
-    tokenizer.py         tokenizer
+    safetensors.py,      a real model's files: weights in the safetensors format, text as
+    tokenizer.py         GPT-2's tokens
     tools/               around it: gradient checks, the command line, benchmarks, drawing
 """
 from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads

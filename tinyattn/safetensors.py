@@ -101,9 +101,9 @@ def parse_header(header):
                              f"read (it reads {', '.join(DTYPES)} and BF16)")
         if not (is_list_of_sizes(shape) and is_list_of_sizes(offsets) and len(offsets) == 2
                 and offsets[0] <= offsets[1]):
-            raise ValueError(f"tensor {name!r} must have a shape of integers >= 0 and data_offsets "
-                             f"[BEGIN, END] with 0 <= BEGIN <= END, got shape {shape!r} and "
-                             f"data_offsets {offsets!r}")
+            raise ValueError(f"tensor {name!r} must have a shape of integers >= 0 and "
+                             f"data_offsets [BEGIN, END] with 0 <= BEGIN <= END, got shape "
+                             f"{shape!r} and data_offsets {offsets!r}")
         item_size = STORED[dtype_name].itemsize
         if offsets[1] - offsets[0] != math.prod(shape) * item_size:
             raise ValueError(f"tensor {name!r} of shape {tuple(shape)} and dtype {dtype_name} "

@@ -1,4 +1,4 @@
-"""GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
+r"""GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
 
 Read next to section 2.2, "Input Representation", of the GPT-2 paper (Radford et al. 2019,
 "Language Models are Unsupervised Multitask Learners"). Text becomes token ids in four steps:
@@ -21,21 +21,21 @@ Read next to section 2.2, "Input Representation", of the GPT-2 paper (Radford et
 
 `decode` runs it backwards: ids to symbols, symbols to bytes, bytes to UTF-8 text.
 
-The pattern. GPT-2 wrote it for the `regex` package, whose \\p{L} (a letter, in any script) and
-\\p{N} (a number) Python's own `re` lacks: `unicode_ranges` spells them out as character classes
+The pattern. GPT-2 wrote it for the `regex` package, whose \p{L} (a letter, in any script) and
+\p{N} (a number) Python's own `re` lacks: `unicode_ranges` spells them out as character classes
 of every code point whose Unicode category begins with L or N, found with `unicodedata` (a
-shortcut such as [^\\W\\d_] for letters is wrong for "²" and "½", which are numbers); \\s is spelled
-out as Unicode's White_Space characters (WHITESPACE), since Python's \\s also matches U+001C to
-U+001F, which are not. Building the classes walks all 1,114,112 code points once per process, on
-first use (`pre_tokenizer`); categories come from the Unicode version of this Python's
-`unicodedata`, so a character assigned after it is neither a letter nor a number here.
+shortcut such as [^\W\d_] for letters is wrong for "²" and "½", which are numbers); \s is
+spelled out as Unicode's White_Space characters (WHITESPACE), since Python's \s also matches
+U+001C to U+001F, which are not. Building the classes walks all 1,114,112 code points, once
+per process, on first use (`pre_tokenizer`); categories come from the Unicode version of this
+Python's `unicodedata`, so a character assigned after it is neither a letter nor a number here.
 
 Choices where GPT-2's own code is silent or differs:
 - "<|endoftext|>" inside a text is ordinary text (seven tokens: "<", "|", "end", ...), as
   tiktoken encodes it with `disallowed_special=()`; `allowed_special={"<|endoftext|>"}` (or "all")
   makes it the one special id 50256, as tiktoken's `allowed_special` does. (OpenAI's original
   encoder always made it special.)
-- A string that cannot be encoded as UTF-8 (one holding a lone surrogate, such as "\\ud800") is
+- A string that cannot be encoded as UTF-8 (one holding a lone surrogate, such as "\ud800") is
   encoded as tiktoken does: each lone surrogate becomes U+FFFD, "�", and a surrogate pair the
   character it stands for. For every other string, `decode(encode(text)) == text`.
 - `decode` of ids whose bytes are not valid UTF-8 (a character cut between two tokens) puts
@@ -80,9 +80,9 @@ def bytes_to_unicode():
 
 @functools.cache
 def unicode_ranges(major_category):
-    """The inside of a regex character class holding every code point whose Unicode general
+    r"""The inside of a regex character class holding every code point whose Unicode general
     category begins with `major_category` ("L": Lu, Ll, Lt, Lm, Lo; "N": Nd, Nl, No), written as
-    ranges: r"\\U00000041-\\U0000005a\\U00000061-..." for "L". Built once per process."""
+    ranges: \U00000041-\U0000005a\U00000061-... for "L". Built once per process."""
     ranges, start = [], None
     for code in range(sys.maxunicode + 2):          # one past the last, to close the last range
         inside = code <= sys.maxunicode and unicodedata.category(chr(code))[0] == major_category
