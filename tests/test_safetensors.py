@@ -78,6 +78,12 @@ def test_the_layout_is_aligned_largest_item_first(tmp_path):
     begins = {name: entry["data_offsets"][0] for name, entry in header.items()}
     assert sorted(begins, key=begins.get) == ["double", "int", "half", "byte"]
     assert all(begins[name] % arrays[name].itemsize == 0 for name in arrays)
+    for length in range(1, 9):          # names of 8 lengths: JSON of every length modulo 8
+        ta.save_safetensors(tmp_path / "f", {"a" * length: np.ones(1)})
+        data = (tmp_path / "f").read_bytes()
+        header_length = int.from_bytes(data[:8], "little")
+        header = data[8:8 + header_length]
+        assert header_length % 8 == 0 and len(header) - len(header.rstrip(b" ")) < 8
 
 
 def raw_file(header, data=b""):

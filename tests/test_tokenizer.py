@@ -208,6 +208,7 @@ def test_endoftext_is_ordinary_text_unless_allowed(ours, tiktoken_gpt2):
                                       r"which the vocabulary does not have"),
     ("<|endoftext|>", TypeError, "encode: allowed_special must be 'all' or a set"),
     ({1}, TypeError, "encode: allowed_special must be 'all' or a set"),
+    (None, TypeError, "encode: allowed_special must be 'all' or a set"),
 ])
 def test_a_wrong_allowed_special_is_named(ours, allowed, error, message):
     with pytest.raises(error, match=message):

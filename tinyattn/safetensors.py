@@ -123,6 +123,7 @@ def refuse_repeated_names(pairs):
 
 
 def is_list_of_sizes(value):
+    """A JSON list of integers >= 0 (true and false, which Python counts as ints, are not)."""
     return isinstance(value, list) and all(type(size) is int and size >= 0 for size in value)
 
 
@@ -174,7 +175,8 @@ def write_safetensors(file, arrays, metadata=None):
     header += b" " * (-len(header) % 8)
     file.write(len(header).to_bytes(8, "little") + header)
     for name in order:
-        file.write(arrays[name].astype(arrays[name].dtype.newbyteorder("<")).tobytes())
+        little_endian = arrays[name].dtype.newbyteorder("<")
+        file.write(arrays[name].astype(little_endian, copy=False).tobytes())
 
 
 def check_save_safetensors_arguments(arrays, metadata):

@@ -134,6 +134,7 @@ class GPT2Tokenizer:
 
     @property
     def vocab_size(self):
+        """How many token ids there are: 50,257 for GPT-2 (ids 0 to 50256)."""
         return len(self.encoder)
 
     def encode(self, text, allowed_special=frozenset()):
@@ -143,7 +144,7 @@ class GPT2Tokenizer:
         they appear in the text, or "all"; by default none is, and "<|endoftext|>" is encoded as
         ordinary text (see the module docstring, with what happens to lone surrogates).
         """
-        special = self.check_allowed_special(text, allowed_special)
+        special = self.check_encode_arguments(text, allowed_special)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:          # lone surrogates: U+FFFD, as tiktoken does
@@ -159,14 +160,14 @@ class GPT2Tokenizer:
                 ids.extend(self.id_of(symbol) for symbol in self.bpe(symbols))
         return ids
 
-    def check_allowed_special(self, text, allowed_special):
-        """The set of special tokens to encode as such, or a clear error."""
+    def check_encode_arguments(self, text, allowed_special):
+        """The set of special tokens to encode as such, or a clear error about the arguments."""
         if not isinstance(text, str):
             raise TypeError(f"encode: expected a str, got {type(text).__name__}")
         if allowed_special == "all":
             return set(self.special_tokens)
-        if isinstance(allowed_special, str) or not all(isinstance(token, str)
-                                                       for token in allowed_special):
+        if not isinstance(allowed_special, (set, frozenset, list, tuple)) or not all(
+                isinstance(token, str) for token in allowed_special):
             raise TypeError(f"encode: allowed_special must be 'all' or a set of special tokens, "
                             f"got {allowed_special!r}")
         unknown = sorted(set(allowed_special) - self.special_tokens.keys())
@@ -203,6 +204,7 @@ class GPT2Tokenizer:
         return self.cache[word]
 
     def id_of(self, symbol):
+        """The id of a symbol the merges made; an error if the vocabulary lacks it."""
         if symbol not in self.encoder:
             raise ValueError(f"encode: the merges made the symbol {symbol!r}, which the "
                              f"vocabulary does not have: are the two files of one tokenizer?")
