@@ -132,8 +132,8 @@ def test_a_prompt_character_outside_the_vocabulary_is_named(run):
     (None, r"there is no checkpoint file '.*ck.npz'"),
     (lambda good: good[:len(good) // 2], r"'.*ck.npz' is not a tinyattn checkpoint: the zip "
                                          r"archive is damaged or cut short"),
-    (lambda good: b"not a checkpoint", r"'.*ck.npz' is not a tinyattn checkpoint: a checkpoint "
-                                       r"is a zip archive"),
+    (lambda good: b"not a checkpoint", r"'.*ck.npz' is not a tinyattn checkpoint \(safetensors, "
+                                       r"or NumPy \.npz\): the header length"),
 ])
 def test_a_missing_or_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, content, reason):
     path = tmp_path / "ck.npz"

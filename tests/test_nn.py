@@ -10,6 +10,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn import optim
+from tinyattn.nn.module import write_checkpoint
 from tinyattn.tools.checklist.ops import np_attention
 
 
@@ -218,45 +219,88 @@ def test_save_and_load_use_the_same_path(tmp_path, name):
     np.testing.assert_array_equal(model(ids).data, fresh(ids).data)
 
 
-def test_a_failed_save_leaves_no_half_written_file(tmp_path, monkeypatch):
-    path = tmp_path / "ck"
-    small_model().save(path)
-    before = path.read_bytes()
+def test_save_writes_safetensors_that_load_safetensors_reads(tmp_path):
+    model = small_model()
+    model.save(tmp_path / "ck")
+    assert (tmp_path / "ck").read_bytes()[8:10] == b'{"'            # the header length, then JSON
+    arrays = ta.load_safetensors(tmp_path / "ck")
+    assert list(arrays) == list(model.state_dict())
+    for name, array in model.state_dict().items():
+        np.testing.assert_array_equal(arrays[name], array)
+        assert arrays[name].dtype == array.dtype
 
-    def savez_that_fails(file, **arrays):
-        file.write(b"PK\x03\x04 half an archive")
-        raise OSError("disk full")
-    monkeypatch.setattr(np, "savez", savez_that_fails)
+
+def test_load_still_reads_an_npz_checkpoint(tmp_path):
+    model, ids = small_model(), np.array([[1, 2, 3]])
+    write_checkpoint(tmp_path / "old.npz", model.state_dict())
+    assert (tmp_path / "old.npz").read_bytes()[:4] == b"PK\x03\x04"      # a zip archive
+    np.testing.assert_array_equal(small_model().load(tmp_path / "old.npz")(ids).data,
+                                  model(ids).data)
+
+
+def fail_half_way(file, *args, **kwargs):
+    file.write(b"half a file")
+    raise OSError("disk full")
+
+
+@pytest.mark.parametrize("save, writer", [
+    (lambda path: small_model().save(path), "tinyattn.nn.module.write_safetensors"),
+    (lambda path: write_checkpoint(path, small_model().state_dict()), "numpy.savez"),
+])
+def test_a_failed_save_leaves_no_half_written_file(tmp_path, monkeypatch, save, writer):
+    path = tmp_path / "ck"
+    save(path)
+    before = path.read_bytes()
+    monkeypatch.setattr(writer, fail_half_way)
     with pytest.raises(OSError, match="disk full"):
-        small_model().save(path)
+        save(path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["ck"]
     with pytest.raises(FileNotFoundError, match="save: there is no folder"):
-        small_model().save(tmp_path / "missing" / "ck")
+        save(tmp_path / "missing" / "ck")
 
 
-def good_checkpoint(path):
-    small_model().save(path)
+def good_checkpoint(path, save=lambda path: small_model().save(path)):
+    save(path)
     return path.read_bytes()
+
+
+NOT_SAFETENSORS = r"\(safetensors, or NumPy \.npz\): "
 
 
 @pytest.mark.parametrize("content, reason", [
     (lambda good: b"", "the file is empty"),
     (lambda good: np.random.default_rng(0).bytes(300),
-     r"a checkpoint is a zip archive \(NumPy \.npz\) and this file is not one"),
-    (lambda good: good[:len(good) // 2], r"the zip archive is damaged or cut short"),
-    (lambda good: good[:-1], r"the zip archive is damaged or cut short"),
-    (lambda good: good[:200] + bytes([good[200] ^ 255]) + good[201:],
-     r"the zip archive is damaged or cut short \(Bad CRC-32"),
+     NOT_SAFETENSORS + r"the header length, \d+ bytes, runs past the end of the file \(300"),
+    (lambda good: good[:len(good) // 2], NOT_SAFETENSORS + r"tensor '.*' ends at byte \d+ of "
+                                         r"the data, past its end"),
+    (lambda good: good[:-1], NOT_SAFETENSORS + "tensor '.*' ends at byte"),
+    (lambda good: good + b"\0", NOT_SAFETENSORS + r"bytes \d+ to \d+ of the data belong to no "
+                                                   r"tensor"),
+    (lambda good: good[:8] + b"[" + good[9:], NOT_SAFETENSORS + "the header is not valid JSON"),
 ])
 def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
     path = tmp_path / "ck"
     path.write_bytes(content(good_checkpoint(tmp_path / "good")))
     model = small_model()
     before = model.state_dict()
-    with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint: {reason}"):
+    with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint:? {reason}"):
         model.load(path)
     for name, array in model.state_dict().items():
         np.testing.assert_array_equal(array, before[name])
+
+
+@pytest.mark.parametrize("content, reason", [
+    (lambda good: good[:len(good) // 2], r"the zip archive is damaged or cut short"),
+    (lambda good: good[:-1], r"the zip archive is damaged or cut short"),
+    (lambda good: good[:200] + bytes([good[200] ^ 255]) + good[201:],
+     r"the zip archive is damaged or cut short \(Bad CRC-32"),
+])
+def test_a_damaged_npz_checkpoint_is_named(tmp_path, content, reason):
+    old = good_checkpoint(tmp_path / "good", lambda path: write_checkpoint(path, small_model()
+                                                                             .state_dict()))
+    (tmp_path / "ck").write_bytes(content(old))
+    with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint: {reason}"):
+        small_model().load(tmp_path / "ck")
 
 
 def test_loading_a_missing_file_or_another_models_checkpoint(tmp_path):

@@ -5,16 +5,20 @@
     functional/, nn/,    built on the core: attention and the layers of a transformer, the
     optim.py             optimizers (arguments.py: the doors, how they check what they are given;
                          rng.py: the random generator that manual_seed seeds)
+    safetensors.py,      a real model's files: weights in the safetensors format, text as
+    tokenizer.py         GPT-2's tokens
     tools/               around it: gradient checks, the command line, benchmarks, drawing
 """
 from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
+from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn.tools.gradcheck import gradcheck, GradcheckError
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 
 __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
-           "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed"]
+           "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed",
+           "load_safetensors", "save_safetensors"]
 
 
 def __getattr__(name):

@@ -16,6 +16,7 @@ from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor
 from tinyattn.plumbing import data_of, numeric_array
+from tinyattn.safetensors import read_safetensors, replaced_atomically, write_safetensors
 
 
 class Parameter(Tensor):
@@ -150,15 +151,17 @@ class Module:
 
     def save(self, path):
         """Save the parameters in the file `path`, under exactly that name (no extension is added,
-        so `load(path)` finds it), as a NumPy .npz archive of arrays named as in `state_dict()`.
-        A save that fails leaves no half-written file (`write_checkpoint`).
+        so `load(path)` finds it), as a safetensors file of arrays named as in `state_dict()`: the
+        format Hugging Face and PyTorch read (`tinyattn/safetensors.py`). A save that fails leaves
+        no half-written file.
         """
-        write_checkpoint(path, self.state_dict())
+        with replaced_atomically(path, "save") as file:
+            write_safetensors(file, self.state_dict())
 
     def load(self, path):
-        """Load the parameters from a file written by `save`; returns self. A file that is not
-        such a checkpoint, or one of another model, raises an error saying why, and changes
-        nothing."""
+        """Load the parameters from a file written by `save` (or an older .npz checkpoint, see
+        `read_checkpoint`); returns self. A file that is not such a checkpoint, or one of another
+        model, raises an error saying why, and changes nothing."""
         path = os.fspath(path)
         state = read_checkpoint(path)
         try:
@@ -181,30 +184,22 @@ class Module:
 
 def write_checkpoint(path, arrays):
     """Write {name: array} to the file `path` as a NumPy .npz archive, which `read_checkpoint`
-    reads back (arrays of numbers or of strings: nothing that needs pickle).
-
-    The archive is written under a temporary name in the same folder, then renamed to `path`:
-    a write that fails leaves no half-written file, and an earlier file at `path` as it was.
+    reads back: the format `Module.save` wrote before it wrote safetensors, kept for arrays that
+    safetensors cannot hold, such as the strings of demo 11's vocabulary (nothing that needs
+    pickle). The file is written whole or not at all (`replaced_atomically`).
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"save: there is no folder {folder!r} to save {path!r} in")
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "wb") as file:
-            np.savez(file, **arrays)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    with replaced_atomically(path, "save") as file:
+        np.savez(file, **arrays)
 
 
 def read_checkpoint(path):
-    """{name: array} from a file written by `write_checkpoint` (`Module.save` writes one), or a
-    clear error saying why the file is not one (NumPy's own messages speak of pickles and zip
-    internals)."""
+    """{name: array} from a checkpoint file, or a clear error saying why the file is not one.
+
+    A checkpoint is a safetensors file (`Module.save` writes one) or a NumPy .npz archive
+    (`write_checkpoint`, and `Module.save` before safetensors): an .npz is a zip, which begins
+    with the bytes ZIP_START, and anything else is read as safetensors. NumPy's own messages
+    about a damaged .npz speak of pickles and zip internals: they are said in a sentence here.
+    """
     not_a_checkpoint = f"load: {path!r} is not a tinyattn checkpoint"
     try:
         file = open(path, "rb")
@@ -212,11 +207,15 @@ def read_checkpoint(path):
         raise FileNotFoundError(f"load: there is no checkpoint file {path!r}") from None
     with file:
         start = file.read(len(ZIP_START))
-        if start != ZIP_START:
-            reason = ("the file is empty" if not start else
-                      "a checkpoint is a zip archive (NumPy .npz) and this file is not one")
-            raise ValueError(f"{not_a_checkpoint}: {reason}")
+        if not start:
+            raise ValueError(f"{not_a_checkpoint}: the file is empty")
         file.seek(0)
+        if start != ZIP_START:
+            try:
+                return read_safetensors(file, os.fstat(file.fileno()).st_size)
+            except ValueError as error:
+                raise ValueError(f"{not_a_checkpoint} (safetensors, or NumPy .npz): "
+                                 f"{error}") from None
         try:
             with np.load(file, allow_pickle=False) as archive:
                 return {name: archive[name] for name in archive.files}

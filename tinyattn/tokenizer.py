@@ -1,0 +1,265 @@
+r"""GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
+
+Read next to section 2.2, "Input Representation", of the GPT-2 paper (Radford et al. 2019,
+"Language Models are Unsupervised Multitask Learners"). Text becomes token ids in four steps:
+
+1. Bytes. The text is encoded as UTF-8, so any string is a sequence of the 256 byte values: no
+   character is ever unknown. To keep working with strings, each byte is shown as one printable
+   character (`bytes_to_unicode`: the printable bytes stand for themselves, the others, space
+   included, for characters from U+0100 on: a space is "Ġ", a newline "Ċ").
+2. Pre-tokenising. A pattern (PATTERN) cuts the text into words before any merge, so that BPE
+   never merges across kinds of characters: "dog." and "dog!" share the token "dog" instead of
+   each taking a token of its own. The pieces are English contractions ('s 't 're 've 'm 'll 'd),
+   runs of letters, runs of numbers, runs of other symbols, each with at most one space in front,
+   and runs of whitespace (the last space of a run goes to the word after it, as its " " prefix).
+3. Merges. Within each word, the pair of neighbouring symbols that comes first in the merges
+   list (its rank) is joined into one symbol, everywhere in the word; then the next, until no
+   neighbouring pair is in the list (`GPT2Tokenizer.bpe`). The list is what training learned:
+   the most frequent pair first. A word seen before is looked up in a cache.
+4. Ids. Each symbol left is looked up in the vocabulary (vocab.json, or OpenAI's encoder.json):
+   50,257 entries, the 256 bytes, 50,000 merges and the special token <|endoftext|> (50256).
+
+`decode` runs it backwards: ids to symbols, symbols to bytes, bytes to UTF-8 text.
+
+The pattern. GPT-2 wrote it for the `regex` package, whose \p{L} (a letter, in any script) and
+\p{N} (a number) Python's own `re` lacks: `unicode_ranges` spells them out as character classes
+of every code point whose Unicode category begins with L or N, found with `unicodedata` (a
+shortcut such as [^\W\d_] for letters is wrong for "²" and "½", which are numbers); \s is
+spelled out as Unicode's White_Space characters (WHITESPACE), since Python's \s also matches
+U+001C to U+001F, which are not. Building the classes walks all 1,114,112 code points, once
+per process, on first use (`pre_tokenizer`); categories come from the Unicode version of this
+Python's `unicodedata`, so a character assigned after it is neither a letter nor a number here.
+
+Choices where GPT-2's own code is silent or differs:
+- "<|endoftext|>" inside a text is ordinary text (seven tokens: "<", "|", "end", ...), as
+  tiktoken encodes it with `disallowed_special=()`; `allowed_special={"<|endoftext|>"}` (or "all")
+  makes it the one special id 50256, as tiktoken's `allowed_special` does. (OpenAI's original
+  encoder always made it special.)
+- A string that cannot be encoded as UTF-8 (one holding a lone surrogate, such as "\ud800") is
+  encoded as tiktoken does: each lone surrogate becomes U+FFFD, "�", and a surrogate pair the
+  character it stands for. For every other string, `decode(encode(text)) == text`.
+- `decode` of ids whose bytes are not valid UTF-8 (a character cut between two tokens) puts
+  U+FFFD in place of the invalid bytes, as OpenAI's encoder, Hugging Face and tiktoken do.
+"""
+import functools
+import json
+import math
+import numbers
+import os
+import re
+import sys
+import unicodedata
+
+ENDOFTEXT = "<|endoftext|>"
+
+# Unicode's White_Space property (PropList.txt), which `unicodedata` does not expose.
+WHITESPACE = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+# GPT-2's pattern as written for the `regex` package (openai/gpt-2, src/encoder.py):
+#     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+# and the same with each class spelled out, {L}, {N} and {S} standing for the ranges of letters,
+# numbers and whitespace (\S, not whitespace, is [^{S}]):
+PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+"
+           r"|[{S}]+(?![^{S}])|[{S}]+")
+CACHE_SIZE = 100_000        # words whose merges are remembered, before the cache starts again
+
+
+def bytes_to_unicode():
+    """{byte value: the printable character that stands for it}.
+
+    The 188 bytes whose character is printable and not a space ("!" to "~", "¡" to "¬", "®" to
+    "ÿ") stand for themselves; the other 68 (control characters, the space, U+00A0 and U+00AD)
+    take the characters U+0100, U+0101, ... in order: the space, byte 32, becomes "Ġ" (U+0120).
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    others = [byte for byte in range(256) if byte not in printable]
+    return {**{byte: chr(byte) for byte in printable},
+            **{byte: chr(256 + n) for n, byte in enumerate(others)}}
+
+
+@functools.cache
+def unicode_ranges(major_category):
+    r"""The inside of a regex character class holding every code point whose Unicode general
+    category begins with `major_category` ("L": Lu, Ll, Lt, Lm, Lo; "N": Nd, Nl, No), written as
+    ranges: \U00000041-\U0000005a\U00000061-... for "L". Built once per process."""
+    ranges, start = [], None
+    for code in range(sys.maxunicode + 2):          # one past the last, to close the last range
+        inside = code <= sys.maxunicode and unicodedata.category(chr(code))[0] == major_category
+        if inside and start is None:
+            start = code
+        elif not inside and start is not None:
+            ranges.append(rf"\U{start:08x}-\U{code - 1:08x}")
+            start = None
+    return "".join(ranges)
+
+
+@functools.cache
+def pre_tokenizer():
+    """PATTERN compiled with Python's `re`, once per process (walking every code point for the
+    letter and number classes is what the first call costs)."""
+    return re.compile(PATTERN.format(L=unicode_ranges("L"), N=unicode_ranges("N"), S=WHITESPACE))
+
+
+class GPT2Tokenizer:
+    """GPT-2's byte-level BPE from its two files: the vocabulary, {symbol: id} as JSON
+    (Hugging Face's vocab.json, OpenAI's encoder.json), and the merges, one pair of symbols a
+    line, first merged first (merges.txt, OpenAI's vocab.bpe). The module docstring tells the
+    steps; `encode` and `decode` are them."""
+
+    def __init__(self, vocab_file, merges_file):
+        self.encoder = read_vocabulary(os.fspath(vocab_file))                # symbol -> id
+        self.decoder = {token_id: symbol for symbol, token_id in self.encoder.items()}
+        self.ranks = {pair: rank for rank, pair in enumerate(read_merges(os.fspath(merges_file)))}
+        self.byte_encoder = bytes_to_unicode()
+        self.byte_decoder = {character: byte for byte, character in self.byte_encoder.items()}
+        self.special_tokens = {ENDOFTEXT: self.encoder[ENDOFTEXT]} if ENDOFTEXT in self.encoder \
+            else {}
+        self.cache = {}
+
+    @classmethod
+    def from_pretrained(cls, folder):
+        """The tokenizer of a model folder: vocab.json and merges.txt (Hugging Face's names), or
+        encoder.json and vocab.bpe (OpenAI's names for the same two files)."""
+        folder = os.fspath(folder)
+        for vocab_name, merges_name in (("vocab.json", "merges.txt"),
+                                        ("encoder.json", "vocab.bpe")):
+            vocab_file, merges_file = (os.path.join(folder, vocab_name),
+                                       os.path.join(folder, merges_name))
+            if os.path.isfile(vocab_file) and os.path.isfile(merges_file):
+                return cls(vocab_file, merges_file)
+        raise FileNotFoundError(f"GPT2Tokenizer.from_pretrained: the folder {folder!r} holds "
+                                f"neither vocab.json and merges.txt nor encoder.json and "
+                                f"vocab.bpe")
+
+    @property
+    def vocab_size(self):
+        """How many token ids there are: 50,257 for GPT-2 (ids 0 to 50256)."""
+        return len(self.encoder)
+
+    def encode(self, text, allowed_special=frozenset()):
+        """The token ids of `text`: a list of ints.
+
+        `allowed_special`: the special tokens ("<|endoftext|>") to encode as their single id where
+        they appear in the text, or "all"; by default none is, and "<|endoftext|>" is encoded as
+        ordinary text (see the module docstring, with what happens to lone surrogates).
+        """
+        special = self.check_encode_arguments(text, allowed_special)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:          # lone surrogates: U+FFFD, as tiktoken does
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        chunks = re.split(f"({'|'.join(map(re.escape, special))})", text) if special else [text]
+        ids = []
+        for chunk in chunks:
+            if chunk in special:
+                ids.append(self.special_tokens[chunk])
+                continue
+            for word in pre_tokenizer().findall(chunk):
+                symbols = "".join(self.byte_encoder[byte] for byte in word.encode("utf-8"))
+                ids.extend(self.id_of(symbol) for symbol in self.bpe(symbols))
+        return ids
+
+    def check_encode_arguments(self, text, allowed_special):
+        """The set of special tokens to encode as such, or a clear error about the arguments."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode: expected a str, got {type(text).__name__}")
+        if allowed_special == "all":
+            return set(self.special_tokens)
+        if not isinstance(allowed_special, (set, frozenset, list, tuple)) or not all(
+                isinstance(token, str) for token in allowed_special):
+            raise TypeError(f"encode: allowed_special must be 'all' or a set of special tokens, "
+                            f"got {allowed_special!r}")
+        unknown = sorted(set(allowed_special) - self.special_tokens.keys())
+        if unknown:
+            raise ValueError(f"encode: allowed_special names {unknown}, which the vocabulary "
+                             f"does not have as special tokens (it has "
+                             f"{sorted(self.special_tokens)})")
+        return set(allowed_special)
+
+    def bpe(self, word):
+        """The symbols of one pre-tokenised word (a string of byte characters) after the merges:
+        while some neighbouring pair is in the merges list, join every occurrence of the pair of
+        lowest rank, left to right. A tuple of strings, e.g. ("Ġhel", "lo") for "Ġhello"."""
+        if word in self.cache:
+            return self.cache[word]
+        symbols = list(word)
+        while len(symbols) > 1:
+            pair = min(zip(symbols, symbols[1:]), key=lambda pair: self.ranks.get(pair, math.inf))
+            if pair not in self.ranks:
+                break
+            first, second = pair
+            merged, i = [], 0
+            while i < len(symbols):
+                if symbols[i] == first and i + 1 < len(symbols) and symbols[i + 1] == second:
+                    merged.append(first + second)
+                    i += 2
+                else:
+                    merged.append(symbols[i])
+                    i += 1
+            symbols = merged
+        if len(self.cache) >= CACHE_SIZE:
+            self.cache.clear()
+        self.cache[word] = tuple(symbols)
+        return self.cache[word]
+
+    def id_of(self, symbol):
+        """The id of a symbol the merges made; an error if the vocabulary lacks it."""
+        if symbol not in self.encoder:
+            raise ValueError(f"encode: the merges made the symbol {symbol!r}, which the "
+                             f"vocabulary does not have: are the two files of one tokenizer?")
+        return self.encoder[symbol]
+
+    def decode(self, ids):
+        """The text of a sequence of token ids: their symbols joined, turned back into bytes,
+        decoded as UTF-8 (invalid bytes become U+FFFD, "�")."""
+        ids = list(ids)
+        for position, token_id in enumerate(ids):
+            if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral) \
+                    or token_id not in self.decoder:
+                raise ValueError(f"decode: ids[{position}] = {token_id!r} is not a token id "
+                                 f"(0 to {self.vocab_size - 1})")
+        symbols = "".join(self.decoder[int(token_id)] for token_id in ids)
+        return bytes(self.byte_decoder[character] for character in symbols).decode(
+            "utf-8", errors="replace")
+
+
+def read_vocabulary(path):
+    """{symbol: id} from a JSON file, or an error naming the file and what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            vocabulary = json.load(file)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"GPT2Tokenizer: there is no vocabulary file {path!r}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"GPT2Tokenizer: the vocabulary {path!r} is not JSON ({error})") from None
+    if not isinstance(vocabulary, dict) or not all(
+            type(token_id) is int for token_id in vocabulary.values()):
+        raise ValueError(f"GPT2Tokenizer: the vocabulary {path!r} must be a JSON object of "
+                         f"symbols to integer ids")
+    if len(set(vocabulary.values())) != len(vocabulary):
+        raise ValueError(f"GPT2Tokenizer: the vocabulary {path!r} gives one id to two symbols")
+    return vocabulary
+
+
+def read_merges(path):
+    """[(first, second), ...] from a merges file: an optional "#version" line, then one pair a
+    line, the two symbols separated by one space (no symbol holds a space: a space is "Ġ")."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = file.read().split("\n")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"GPT2Tokenizer: there is no merges file {path!r}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"GPT2Tokenizer: the merges file {path!r} is not UTF-8 "
+                         f"({error})") from None
+    merges = []
+    for number, line in enumerate(lines, start=1):
+        if not line or number == 1 and line.startswith("#version"):
+            continue
+        pair = tuple(line.split(" "))
+        if len(pair) != 2 or not all(pair):
+            raise ValueError(f"GPT2Tokenizer: line {number} of the merges file {path!r} is not "
+                             f"two symbols separated by a space: {line!r}")
+        merges.append(pair)
+    return merges
