@@ -28,6 +28,8 @@ from collections import Counter
 
 import numpy as np
 
+from tinyattn.arguments import door
+
 DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
           "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"),
           "I8": np.dtype("i1"), "U64": np.dtype("<u8"), "U32": np.dtype("<u4"),
@@ -145,14 +147,34 @@ def check_tiling(entries, data_size):
         raise ValueError(f"bytes {position} to {data_size} of the data belong to no tensor")
 
 
+def arrays_and_metadata_fit(path, arrays, metadata=None):
+    """The arrays a dict of NumPy arrays of a dtype the format has, under string names; the
+    metadata None or a dict of strings."""
+    if not isinstance(arrays, dict):
+        raise TypeError(f"expected a dict of arrays, got {type(arrays).__name__}")
+    for name, array in arrays.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be strings, got {name!r}")
+        if name == METADATA:
+            raise ValueError(f"{METADATA!r} is the name of the metadata, not a tensor name")
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name!r} is a {type(array).__name__}, not a NumPy array")
+        if array.dtype.newbyteorder("=") not in NAMES:
+            raise TypeError(f"{name!r} has dtype {array.dtype}, which the format does not have "
+                            f"(it has {', '.join(str(dtype) for dtype in NAMES)})")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(key, str) and isinstance(value, str) for key, value in metadata.items())):
+        raise TypeError(f"metadata must be a dict of strings to strings, got {metadata!r}")
+
+
+@door(arrays_and_metadata_fit)
 def save_safetensors(path, arrays, metadata=None):
     """Write {name: NumPy array} to the file `path` in the safetensors format (the `safetensors`
     package and Hugging Face `transformers` read it), with `metadata`, a dict of strings, under
     `__metadata__`. The names and arrays are checked before anything is written, and the file is
     written whole or not at all (`replaced_atomically`)."""
-    arrays, metadata = check_save_safetensors_arguments(arrays, metadata)
     with replaced_atomically(path, "save_safetensors") as file:
-        write_safetensors(file, arrays, metadata)
+        write_safetensors(file, arrays, metadata or {})
 
 
 def write_safetensors(file, arrays, metadata=None):
@@ -177,33 +199,6 @@ def write_safetensors(file, arrays, metadata=None):
     for name in order:
         little_endian = arrays[name].dtype.newbyteorder("<")
         file.write(arrays[name].astype(little_endian, copy=False).tobytes())
-
-
-def check_save_safetensors_arguments(arrays, metadata):
-    """The arrays as a dict of NumPy arrays of a dtype the format has, the metadata as a dict of
-    strings (empty if None), or a TypeError / ValueError naming what is wrong."""
-    if not isinstance(arrays, dict):
-        raise TypeError(f"save_safetensors: expected a dict of arrays, "
-                        f"got {type(arrays).__name__}")
-    for name, array in arrays.items():
-        if not isinstance(name, str):
-            raise TypeError(f"save_safetensors: tensor names must be strings, got {name!r}")
-        if name == METADATA:
-            raise ValueError(f"save_safetensors: {METADATA!r} is the name of the metadata, not a "
-                             f"tensor name")
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"save_safetensors: {name!r} is a {type(array).__name__}, not a NumPy "
-                            f"array")
-        if array.dtype.newbyteorder("=") not in NAMES:
-            raise TypeError(f"save_safetensors: {name!r} has dtype {array.dtype}, which the "
-                            f"format does not have (it has "
-                            f"{', '.join(str(dtype) for dtype in NAMES)})")
-    metadata = {} if metadata is None else metadata
-    if not isinstance(metadata, dict) or not all(isinstance(key, str) and isinstance(value, str)
-                                                 for key, value in metadata.items()):
-        raise TypeError(f"save_safetensors: metadata must be a dict of strings to strings, got "
-                        f"{metadata!r}")
-    return arrays, metadata
 
 
 @contextlib.contextmanager

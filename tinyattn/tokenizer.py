@@ -50,6 +50,8 @@ import re
 import sys
 import unicodedata
 
+from tinyattn.arguments import door
+
 ENDOFTEXT = "<|endoftext|>"
 
 # Unicode's White_Space property (PropList.txt), which `unicodedata` does not expose.
@@ -101,6 +103,22 @@ def pre_tokenizer():
     return re.compile(PATTERN.format(L=unicode_ranges("L"), N=unicode_ranges("N"), S=WHITESPACE))
 
 
+def special_tokens_fit(self, text, allowed_special=frozenset()):
+    """text a str; allowed_special "all" or a set of the vocabulary's special tokens."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a str, got {type(text).__name__}")
+    if allowed_special == "all":
+        return
+    if not isinstance(allowed_special, (set, frozenset, list, tuple)) or not all(
+            isinstance(token, str) for token in allowed_special):
+        raise TypeError(f"allowed_special must be 'all' or a set of special tokens, got "
+                        f"{allowed_special!r}")
+    unknown = sorted(set(allowed_special) - self.special_tokens.keys())
+    if unknown:
+        raise ValueError(f"allowed_special names {unknown}, which the vocabulary does not have as "
+                         f"special tokens (it has {sorted(self.special_tokens)})")
+
+
 class GPT2Tokenizer:
     """GPT-2's byte-level BPE from its two files: the vocabulary, {symbol: id} as JSON
     (Hugging Face's vocab.json, OpenAI's encoder.json), and the merges, one pair of symbols a
@@ -137,6 +155,7 @@ class GPT2Tokenizer:
         """How many token ids there are: 50,257 for GPT-2 (ids 0 to 50256)."""
         return len(self.encoder)
 
+    @door(special_tokens_fit)
     def encode(self, text, allowed_special=frozenset()):
         """The token ids of `text`: a list of ints.
 
@@ -144,7 +163,7 @@ class GPT2Tokenizer:
         they appear in the text, or "all"; by default none is, and "<|endoftext|>" is encoded as
         ordinary text (see the module docstring, with what happens to lone surrogates).
         """
-        special = self.check_encode_arguments(text, allowed_special)
+        special = set(self.special_tokens if allowed_special == "all" else allowed_special)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:          # lone surrogates: U+FFFD, as tiktoken does
@@ -159,23 +178,6 @@ class GPT2Tokenizer:
                 symbols = "".join(self.byte_encoder[byte] for byte in word.encode("utf-8"))
                 ids.extend(self.id_of(symbol) for symbol in self.bpe(symbols))
         return ids
-
-    def check_encode_arguments(self, text, allowed_special):
-        """The set of special tokens to encode as such, or a clear error about the arguments."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode: expected a str, got {type(text).__name__}")
-        if allowed_special == "all":
-            return set(self.special_tokens)
-        if not isinstance(allowed_special, (set, frozenset, list, tuple)) or not all(
-                isinstance(token, str) for token in allowed_special):
-            raise TypeError(f"encode: allowed_special must be 'all' or a set of special tokens, "
-                            f"got {allowed_special!r}")
-        unknown = sorted(set(allowed_special) - self.special_tokens.keys())
-        if unknown:
-            raise ValueError(f"encode: allowed_special names {unknown}, which the vocabulary "
-                             f"does not have as special tokens (it has "
-                             f"{sorted(self.special_tokens)})")
-        return set(allowed_special)
 
     def bpe(self, word):
         """The symbols of one pre-tokenised word (a string of byte characters) after the merges:
