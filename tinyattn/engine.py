@@ -49,9 +49,10 @@ class Function:
           computes the output with NumPy, and puts in `self.saved` (a tuple) everything its
           backward needs: arrays, and small facts such as an input's shape or the summed axes.
       backward(grad) -> tuple
-          `grad` is dL/d(out), shaped like the output; returns dL/d(input) for each input. For an
-          input that is a constant (`self.needs_grad(i)` is False) it may return None and skip the
-          work; None for any input means that no gradient flows to it.
+          `grad` is dL/d(out), shaped like the output; returns a tuple with dL/d(input) for each
+          input, `(grad_a, grad_b)`, and `(grad_a,)` for an op of one input. For an input that is
+          a constant (`self.needs_grad(i)` is False) it may return None and skip the work; None
+          for any input means that no gradient flows to it.
 
     An op may also write `check(*arrays, **params)`, which raises a clear error on bad input before
     forward runs, so that forward and backward hold only the math. It runs when a user applies the
