@@ -196,22 +196,51 @@ class Gelu(Function):
 
     Written with the primitive ops, GELU is nine nodes over arrays as large as the feed-forward
     layer's hidden activations; fused, it saves x and t, and its backward is the one line above.
-    x^3 is computed as x * x * x: NumPy's float32 `x ** 3` goes through its general power function,
-    many times slower than two products.
+
+    Both are computed in place, one step per line (`*=`, `+=`, `out=`), in two arrays, where the
+    one-line formulas make a new array per operation: twelve in backward. On bench 3's (768, 512)
+    float32 activations that is 0.7 -> 0.45 ms per backward, and 4 ms when the C library hands
+    freed memory back to the system (demos/demo_tools.keep_freed_memory). And no `x ** 3`:
+    NumPy's float32 power goes through its general function, 80 times slower than x * x * x.
     """
 
     def forward(self, x):
-        t = np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        u = np.multiply(x, x, out=scratch(x))
+        u *= 0.044715
+        u += 1.0
+        u *= x
+        u *= SQRT_2_OVER_PI                     # u = c (x + 0.044715 x^3)
+        t = np.tanh(u, out=u)
         self.saved = (x, t)
-        return 0.5 * x * (1.0 + t)
+        out = np.add(t, 1.0, out=scratch(x))
+        out *= x
+        out *= 0.5                              # out = 0.5 x (1 + t)
+        return out
 
     def backward(self, grad):
         x, t = self.saved
-        du_dx = SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
-        return (grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx),)
+        du_dx = np.multiply(x, x, out=scratch(x))
+        du_dx *= 3 * 0.044715 * SQRT_2_OVER_PI
+        du_dx += SQRT_2_OVER_PI                 # du/dx = c (1 + 3 * 0.044715 x^2)
+        dout_dx = np.multiply(t, t, out=scratch(t))
+        np.subtract(1.0, dout_dx, out=dout_dx)
+        dout_dx *= x
+        dout_dx *= du_dx                        # x (1 - t^2) du/dx
+        dout_dx += t
+        dout_dx += 1.0
+        dout_dx *= 0.5                          # 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+        dout_dx *= grad
+        return (dout_dx,)
 
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)     # a Python float: no float64 upcast of float32 arrays
+
+
+def scratch(x):
+    """A new array of x's shape, for a fused op to compute in: floating-point (float64 for an
+    integer x, as NumPy's arithmetic would give) and an array even for a 0-d x, whose x * x would
+    be a NumPy scalar, which `out=` cannot take."""
+    return np.empty(np.shape(x), dtype=np.result_type(x, 1.0))
 
 
 class Where(Function):
