@@ -29,7 +29,9 @@ class Reshape(Function):
 class Transpose(Function):
     """out = a with its axes permuted: out.shape[i] = a.shape[axes[i]].
 
-    dL/da = grad permuted back, by the inverse permutation argsort(axes).
+    dL/da = grad permuted back, by the inverse permutation: axis i of a is axis axes.index(i) of
+    out (argsort(axes), written in Python: NumPy's argsort of a short tuple costs more than the
+    rest of this backward).
     """
 
     saves_arrays = False
@@ -41,7 +43,7 @@ class Transpose(Function):
 
     def backward(self, grad):
         axes, = self.saved
-        return (grad.transpose(np.argsort(axes)),)
+        return (grad.transpose(tuple(axes.index(i) for i in range(len(axes)))),)
 
     def check(self, a, axes):
         if not all(isinstance(axis, INTEGERS) for axis in axes):
@@ -146,11 +148,11 @@ def resolve_shape(input_shape, shape):
     """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
     if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
         raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most one -1")
-    size = int(np.prod(input_shape))
-    known = int(np.prod([n for n in shape if n != -1]))
+    size = math.prod(input_shape)
+    known = int(math.prod(n for n in shape if n != -1))
     if -1 in shape and known > 0 and size % known == 0:
         shape = tuple(size // known if n == -1 else int(n) for n in shape)
-    if int(np.prod(shape)) != size or -1 in shape:
+    if math.prod(shape) != size or -1 in shape:
         raise ValueError(f"cannot reshape a tensor of shape {input_shape} ({size} elements) "
                          f"into shape {shape}")
     return shape
