@@ -71,6 +71,8 @@ def test_functions_match_numpy():
     np.testing.assert_allclose(F.layer_norm(ta.tensor(x), ta.tensor(weight), ta.tensor(bias)).data,
                                np_layer_norm(x, weight, bias), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(F.gelu(ta.tensor(x)).data, np_gelu(x), rtol=1e-12, atol=1e-12)
+    integers = np.array([-2, 0, 3])                 # computed in float64, as NumPy's x * 0.5 is
+    np.testing.assert_allclose(F.gelu(ta.tensor(integers)).data, np_gelu(integers), rtol=1e-12)
     logits, targets = x[0], np.array([4, 0, 2])
     log_probabilities = np.log(np_softmax(logits))
     expected = -log_probabilities[np.arange(3), targets].mean()

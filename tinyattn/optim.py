@@ -112,12 +112,27 @@ class Adam(Optimizer):
             m, v = self.m[i], self.v[i]
             correction1 = 1.0 - self.beta1 ** self.steps[i]
             correction2 = 1.0 - self.beta2 ** self.steps[i]
+            self.decay(p)
             grad = self.gradient(p)
+            # The formula above, written in place (`*=`, `+=`, `out=`): at most one temporary array
+            # of the parameter's size at a time, where the one-line form makes nine. A step
+            # streams through every parameter, its gradient, m and v, so each pass saved counts.
             m *= self.beta1
-            m += (1.0 - self.beta1) * grad
+            m += (1.0 - self.beta1) * grad                       # m = b1 m + (1 - b1) g
+            square = np.multiply(grad, grad)
+            square *= 1.0 - self.beta2
             v *= self.beta2
-            v += (1.0 - self.beta2) * grad * grad
-            p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+            v += square                                          # v = b2 v + (1 - b2) g^2
+            step = np.divide(v, correction2, out=square)         # v / (1 - b2^t)
+            np.sqrt(step, out=step)
+            step += self.eps
+            np.divide(m, step, out=step)
+            step *= self.lr / correction1     # lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+            p.data -= step
+
+    def decay(self, p):
+        """Decoupled weight decay, just before p's step: none in Adam, whose decay is in the
+        gradient (`Optimizer.gradient`); AdamW's is below."""
 
 
 class AdamW(Adam):
@@ -133,14 +148,14 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         super().__init__(params, lr, betas, eps, weight_decay)
 
-    def step(self):
-        for p in self.params:
-            if p.grad is not None:      # decoupled decay, for the parameters that take a step
-                p.data *= 1.0 - self.lr * self.weight_decay
-        super().step()
+    def decay(self, p):
+        """p = p - lr * weight_decay * p, for a parameter about to take a step. (In Adam's loop
+        over the parameters, not in a loop of its own: p is then read once while it is in the
+        cache, not once more.)"""
+        p.data *= 1.0 - self.lr * self.weight_decay
 
     def gradient(self, p):
-        """The plain gradient: the decay is not in it, but in `step`."""
+        """The plain gradient: the decay is not in it, but in `decay`."""
         return p.grad
 
 

@@ -31,22 +31,42 @@ class LayerNorm(Function):
     normalisation undoes any shift of x (and, up to eps, any scaling), so they get no gradient.
 
     Saved: xhat and 1 / sigma (one number per row), and the weight; forward needs no other arrays.
+    Both passes compute in place (`*=`, `-=`, `out=`): two arrays of x's size each, where the
+    formulas written on one line make a new array per operation.
     """
 
     def forward(self, x, weight, bias, eps):
-        mu = x.mean(axis=-1, keepdims=True)                              # (..., 1)
+        mu = row_mean(x)                                                 # (..., 1)
         xhat = x - mu                                                    # (..., N)
-        variance = np.mean(xhat * xhat, axis=-1, keepdims=True)          # (..., 1)
+        squares = np.multiply(xhat, xhat)                                # (..., N)
+        variance = row_mean(squares)                                     # (..., 1)
         inv_sigma = 1.0 / np.sqrt(variance + eps)                        # (..., 1)
         xhat *= inv_sigma
         self.saved = (xhat, inv_sigma, weight)
-        return xhat * weight + bias
+        out = np.multiply(xhat, weight, out=squares)     # in the squares' array, now unused
+        out += bias
+        return out
 
     def backward(self, grad):
         xhat, inv_sigma, weight = self.saved
-        g = grad * weight                                                # dL/dxhat
-        grad_x = inv_sigma * (g - g.mean(axis=-1, keepdims=True)
-                              - xhat * np.mean(g * xhat, axis=-1, keepdims=True))
+        g = grad * weight                                                # dL/dxhat (..., N)
+        grad_x = np.multiply(g, xhat)                                    # (..., N)
+        g_xhat_mean = row_mean(grad_x)                                   # mean(g * xhat) (..., 1)
+        np.multiply(xhat, g_xhat_mean, out=grad_x)
+        np.subtract(g, grad_x, out=grad_x)                               # g - xhat mean(g xhat)
+        grad_x -= row_mean(g)
+        grad_x *= inv_sigma
         return (grad_x,
                 grad * xhat if self.needs_grad(1) else None,
                 grad if self.needs_grad(2) else None)
+
+
+def row_mean(x):
+    """The mean of each row of x (its last axis, of N elements), kept as an axis of size 1:
+    (..., N) -> (..., 1), as x.mean(axis=-1, keepdims=True).
+
+    Computed as a matrix-vector product, x @ (1, ..., 1) / N, which sums the rows all at once:
+    NumPy's reduction along a short last axis goes row by row, 4 to 5 times slower (43 us
+    against 9 for bench 3's (12, 64, 128) activations).
+    """
+    return (x @ np.ones(x.shape[-1], dtype=x.dtype) / x.shape[-1])[..., np.newaxis]

@@ -41,6 +41,7 @@ def np_layer_norm(x, weight=1.0, bias=0.0, eps=1e-5):
 OP_CASES = [
     OpCase("gelu", F.gelu, np_gelu, ((3, 4),)),
     OpCase("gelu, large inputs", lambda x: F.gelu(4.0 * x), lambda x: np_gelu(4.0 * x), ((2, 5),)),
+    OpCase("gelu, 0-d", F.gelu, np_gelu, ((),)),
     OpCase("layer_norm", F.layer_norm, np_layer_norm, ((2, 3, 5), (5,), (5,))),
     OpCase("layer_norm, no weight or bias", F.layer_norm, np_layer_norm, ((4, 6),)),
     OpCase("layer_norm, rows of one", F.layer_norm, np_layer_norm, ((3, 1), (1,), (1,))),
