@@ -28,7 +28,10 @@ CPU command), on tinyattn's `nn.CausalTransformer`:
   nanoGPT's `eval_iters=20`) of the training part and of the validation part; at the end, on
   the whole validation part, cut into consecutive windows.
 Unlike nanoGPT's model, the output layer is not tied to the token embedding, the Linear layers
-have biases and the weights start as PyTorch initialises them (the embedding from N(0, 1)).
+have biases and the weights start as PyTorch initialises them (the embedding from N(0, 1)). The
+warm-up differs a little too: `ta.optim.warmup_cosine_lr` rises as lr * (step + 1) / 100 and
+reaches 1e-3 at step 99, where nanoGPT's `get_lr` rises as lr * (step + 1) / 101 and reaches it
+at step 100 (every warm-up rate 1% lower); from step 100 on the two schedules are the same.
 
 Positions: sinusoidal (the fixed table of "Attention Is All You Need"), where nanoGPT learns them.
 `--positional` trains with the others. Their loss on the whole validation part, with the seeds

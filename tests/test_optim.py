@@ -190,6 +190,27 @@ def test_warmup_cosine_lr():
     assert lrs[14:] == [0.1, 0.1]                                         # then the floor
 
 
+def test_warmup_cosine_lr_differs_from_nanogpts_get_lr_in_the_warmup_only():
+    """What demo 11 and the docstring say: nanoGPT's get_lr, written out, warms up as
+    lr * (it + 1) / (warmup + 1); after the warm-up the two agree."""
+    lr, warmup, total, min_lr = 1e-3, 100, 2000, 1e-4
+
+    def nanogpt_get_lr(it):
+        if it < warmup:
+            return lr * (it + 1) / (warmup + 1)
+        if it > total:
+            return min_lr
+        coefficient = 0.5 * (1.0 + math.cos(math.pi * (it - warmup) / (total - warmup)))
+        return min_lr + coefficient * (lr - min_lr)
+
+    ours = [optim.warmup_cosine_lr(step, lr, warmup, total, min_lr) for step in range(total + 5)]
+    theirs = [nanogpt_get_lr(step) for step in range(total + 5)]
+    np.testing.assert_allclose(np.array(theirs[:warmup]) / ours[:warmup], warmup / (warmup + 1),
+                               rtol=1e-14)
+    assert ours[warmup - 1] == lr and theirs[warmup - 1] < lr
+    np.testing.assert_allclose(ours[warmup:], theirs[warmup:], rtol=1e-14)
+
+
 def test_adamw_and_clipping_match_pytorch():
     """An extra check against PyTorch (skipped when it is not installed)."""
     torch = pytest.importorskip("torch")

@@ -199,6 +199,8 @@ def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
         from total_steps on:     min_lr
 
     Set it before each step: `optimizer.lr = warmup_cosine_lr(step, 1e-3, 100, 2000, 1e-4)`.
+    The warm-up reaches lr at its last step; nanoGPT's `get_lr` rises as lr * (step + 1) /
+    (warmup_steps + 1) instead, and reaches lr one step later. The cosine part is the same.
     """
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
