@@ -432,21 +432,31 @@ def main(argv=None):
     print(f"Trained in {history['seconds']:.1f} s ({history['processor_seconds']:.1f} s of "
           f"processor time; {tokens_per_second:,.0f} tokens/s in the steps, evaluations aside)")
 
-    whole = consecutive_batches(val_data[:settings["final_characters"]])
+    limit = settings["final_characters"]                # None: all of the validation part
+    part = val_data[:limit]
+    whole = consecutive_batches(part)
     val_loss_all = held_out_loss(model, whole)
     scored = sum(targets.size for _, targets in whole)
-    print(f"Validation loss over {scored:,} characters of the validation part (all of it, in "
-          f"consecutive windows): {val_loss_all:.4f} nats per character (bigram {bigram:.4f})")
+    extent = (f"all of it that fills consecutive windows of {CONTEXT}" if limit is None
+              else f"its first {len(part):,} only, in quick mode, cut into consecutive windows "
+                   f"of {CONTEXT}")
+    print(f"Validation loss over {scored:,} of the {len(val_data):,} characters of the validation "
+          f"part ({extent}): {val_loss_all:.4f} nats per character (bigram {bigram:.4f})")
 
     model.eval()
     after = write(model, vocabulary, PROMPT, settings["sample_length"])
     print(f"\nAfter training, the model writes (the same prompt, sampling and seed):\n"
           f"{PROMPT + after}\n")
     speed_length = settings["speed_length"]
-    speed = generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length)
-    print(f"Writing {speed_length} characters after the prompt: {speed['cached']:,.0f} "
-          f"characters/s with the key/value cache, {speed['recomputed']:,.0f} recomputing every "
-          f"prefix ({speed['cached'] / speed['recomputed']:.1f}x)")
+    speed = generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length,
+                             rounds=1 if args.quick else 3)
+    if args.quick:
+        print(f"Writing {speed_length} characters after the prompt with the key/value cache "
+              f"gives those of recomputing every prefix (quick mode does not time so few)")
+    else:
+        print(f"Writing {speed_length} characters after the prompt: {speed['cached']:,.0f} "
+              f"characters/s with the key/value cache, {speed['recomputed']:,.0f} recomputing "
+              f"every prefix ({speed['cached'] / speed['recomputed']:.1f}x)")
 
     checkpoint = args.output / CHECKPOINT
     args.output.mkdir(parents=True, exist_ok=True)
