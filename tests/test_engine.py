@@ -164,7 +164,6 @@ def test_backward_seeds_in_the_output_dtype():
     assert x.grad.dtype == np.float32
 
 
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_a_python_number_takes_the_dtype_of_a_0d_tensor(dtype):
     """NumPy 1.26 turned a 0-d float32 array times 0.5 into a float64 (NumPy 2 does not): a loss
@@ -177,6 +176,7 @@ def test_a_python_number_takes_the_dtype_of_a_0d_tensor(dtype):
     (loss * 0.5).backward()
     assert x.grad.dtype == dtype
     assert (ta.tensor(np.arange(3)) * 0.5).dtype == np.float64          # ints with a float: float64
+
 
 def test_broadcast_leaf_gets_its_own_shape():
     bias = ta.tensor(np.zeros((1, 3)), requires_grad=True)

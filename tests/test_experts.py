@@ -76,7 +76,6 @@ def test_aux_loss_is_the_switch_transformer_formula():
     assert moe.aux_loss.item() == pytest.approx(expected, rel=1e-12)
 
 
-
 @pytest.mark.parametrize("top_k", [1, 2, 3])
 def test_hugging_face_mixtrals_balance_loss_is_top_k_times_this_one(top_k):
     """The docstring's warning. Hugging Face's `load_balancing_loss_func` (Mixtral), written out
@@ -92,6 +91,7 @@ def test_hugging_face_mixtrals_balance_loss_is_top_k_times_this_one(top_k):
     hugging_face = 5 * np.sum(tokens_per_expert * router_prob_per_expert)
     assert tokens_per_expert.sum() == pytest.approx(top_k, rel=1e-15)
     assert hugging_face == pytest.approx(top_k * moe.aux_loss.item(), rel=1e-12)
+
 
 @pytest.mark.parametrize("top_k", [1, 2])
 def test_aux_loss_is_one_for_perfectly_balanced_routing(top_k):

@@ -189,7 +189,6 @@ def test_a_cache_filled_by_another_layer_is_named():
     assert len(cache) == 3                                       # nothing appended
 
 
-
 @pytest.mark.parametrize("bad, said", [(np.nan, "NaN"), (np.inf, r"\+inf"), (-np.inf, "only -inf")])
 def test_logits_that_cannot_be_sampled_are_named_by_step_and_row(bad, said):
     logits = np.random.default_rng(0).standard_normal((3, 5))

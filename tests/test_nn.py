@@ -317,7 +317,6 @@ def test_loading_a_missing_file_or_another_models_checkpoint(tmp_path):
         nn.Linear(1, 1).load(tmp_path / "objects.npz")
 
 
-
 def test_a_folder_is_named_as_one_by_load_and_save(tmp_path):
     with pytest.raises(IsADirectoryError, match=r"^load: '.*' is a folder, not a checkpoint "
                                                 r"file; name the file"):
@@ -326,6 +325,7 @@ def test_a_folder_is_named_as_one_by_load_and_save(tmp_path):
                                                 r"in"):
         small_model().save(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
 
 def test_load_state_dict_rejects_wrong_names_and_shapes():
     layer = nn.Linear(3, 2)

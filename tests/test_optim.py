@@ -120,7 +120,6 @@ def test_clip_grad_norm_takes_a_single_tensor_as_pytorch_does():
     assert next(engine._node_counter) == first_probe + 1     # no indexing node: rows not iterated
 
 
-
 def nonfinite_gradients(bad):
     """Two gradients, one holding `bad`, and what PyTorch's clipping makes of them (a NaN norm
     makes every gradient NaN; an infinite one makes them 0, the infinite element NaN)."""
