@@ -142,3 +142,16 @@ def test_the_same_nan_twice_is_deterministic():
     nan = ta.tensor([np.nan, 0.0])
     with pytest.raises(ta.GradcheckError, match=r"analytical gradient nan, numerical nan"):
         ta.gradcheck(lambda a: a * nan, [x])
+
+
+def test_a_function_whose_output_shape_changes_is_refused():
+    x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    calls = []
+
+    def grows(a):
+        calls.append(1)
+        return ta.concatenate([a] * len(calls))
+
+    with pytest.raises(ta.GradcheckError, match=r"its output 0 differs \(shape \(3,\), then "
+                                                r"\(6,\)\)"):
+        ta.gradcheck(grows, [x])

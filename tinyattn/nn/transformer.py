@@ -223,8 +223,8 @@ def samplable(logits, step):
         row = int(np.argmax(nan | inf | ruled_out))
         what = "NaN" if nan[row] else "+inf" if inf[row] else "only -inf"
         raise ValueError(f"CausalTransformer.generate: step {step}, row {row}: the logits hold "
-                         f"{what}, so there is no distribution to draw from; the model's numbers "
-                         f"have overflowed (np.isfinite on its parameters tells which)")
+                         f"{what}, so there is no distribution to draw from: the model's "
+                         f"numbers overflowed or are NaN (np.isfinite on each parameter tells)")
 
 
 def next_tokens(logits, temperature, top_k=None):

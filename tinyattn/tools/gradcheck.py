@@ -128,7 +128,7 @@ def _refuse_randomness(outputs, fn, inputs):
     for k, (first, second) in enumerate(zip(outputs, again)):
         first, second = first.data, second.data
         if first.shape != second.shape:
-            different = f"of shape {first.shape}, then {second.shape}"
+            different = f"shape {first.shape}, then {second.shape}"
         else:
             rounding = 16 * np.finfo(first.dtype).eps * float(np.abs(first).max(initial=0.0))
             with np.errstate(invalid="ignore", over="ignore"):
