@@ -117,8 +117,8 @@ README_ENTRY = """\
     bigram model scores {bigram:.2f} and a unigram model {unigram:.2f}. It trained in
     {training_seconds:.0f} s ({training_processor_seconds:.0f} s of processor time,
     {tokens_per_second:,.0f} characters per second in the steps, one BLAS thread). What it wrote
-    after training, as it came out (the first lines; temperature {temperature}, top-k {top_k}, seed {seed}, prompt
-    "{prompt}"; ↵ marks a line break): `{sample_shown}`
+    after training, as it came out (the first lines; temperature {temperature}, top-k {top_k},
+    seed {seed}, prompt "{prompt}"; ↵ marks a line break): `{sample_shown}`
 
     ![loss curves against the unigram and bigram baselines](docs/pictures/tiny_gpt_loss.png)"""
 

@@ -336,8 +336,8 @@ class Twice(Function):
 @pytest.mark.parametrize("returned, got", [("bare array", r"an array of shape \(3, 5\)"),
                                            ("list", "a list"), ("one of two", "a tuple of 1")])
 def test_a_backward_must_return_one_gradient_per_input(returned, got):
-    a, b = ta.tensor(np.ones((3, 5)), requires_grad=True), ta.tensor(np.ones((3, 5)),
-                                                                      requires_grad=True)
+    a = ta.tensor(np.ones((3, 5)), requires_grad=True)
+    b = ta.tensor(np.ones((3, 5)), requires_grad=True)
     out = Twice.apply(a, b, returned=returned)
     with pytest.raises(TypeError, match=r"^twice: backward must return a tuple with one gradient "
                                         r"\(an array, or None\) per input, 2 here, .* it returned "

@@ -271,11 +271,11 @@ NOT_SAFETENSORS = r"\(safetensors, or NumPy \.npz\): "
     (lambda good: b"", "the file is empty"),
     (lambda good: np.random.default_rng(0).bytes(300),
      NOT_SAFETENSORS + r"the header length, \d+ bytes, runs past the end of the file \(300"),
-    (lambda good: good[:len(good) // 2], NOT_SAFETENSORS + r"tensor '.*' ends at byte \d+ of "
-                                         r"the data, past its end"),
+    (lambda good: good[:len(good) // 2],
+     NOT_SAFETENSORS + r"tensor '.*' ends at byte \d+ of the data, past its end"),
     (lambda good: good[:-1], NOT_SAFETENSORS + "tensor '.*' ends at byte"),
-    (lambda good: good + b"\0", NOT_SAFETENSORS + r"bytes \d+ to \d+ of the data belong to no "
-                                                   r"tensor"),
+    (lambda good: good + b"\0",
+     NOT_SAFETENSORS + r"bytes \d+ to \d+ of the data belong to no tensor"),
     (lambda good: good[:8] + b"[" + good[9:], NOT_SAFETENSORS + "the header is not valid JSON"),
 ])
 def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
@@ -296,8 +296,8 @@ def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
      r"the zip archive is damaged or cut short \(Bad CRC-32"),
 ])
 def test_a_damaged_npz_checkpoint_is_named(tmp_path, content, reason):
-    old = good_checkpoint(tmp_path / "good", lambda path: write_checkpoint(path, small_model()
-                                                                             .state_dict()))
+    old = good_checkpoint(tmp_path / "good",
+                          lambda path: write_checkpoint(path, small_model().state_dict()))
     (tmp_path / "ck").write_bytes(content(old))
     with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint: {reason}"):
         small_model().load(tmp_path / "ck")

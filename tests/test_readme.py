@@ -24,7 +24,8 @@ def test_every_demo_has_recorded_numbers_and_no_other():
 
 def test_every_demo_has_its_measured_run_time():
     for name, numbers in recorded().items():
-        assert all(isinstance(numbers.get(field), (int, float)) for field in regenerate.RUN_TIME_NAMES), name
+        assert all(isinstance(numbers.get(field), (int, float))
+                   for field in regenerate.RUN_TIME_NAMES), name
         assert numbers["wall_seconds"] > 0 and numbers["processor_seconds"] > 0, name
 
 

@@ -103,7 +103,7 @@ class Adam(Optimizer):
 
     def step(self):
         for i, p in enumerate(self.params):
-            if p.grad is None:          # a parameter without a gradient takes no step, as in PyTorch
+            if p.grad is None:          # a parameter without a gradient takes no step (PyTorch)
                 continue
             if i not in self.steps:
                 self.m[i], self.v[i] = np.zeros_like(p.data), np.zeros_like(p.data)
