@@ -57,6 +57,15 @@ forward and backward pass of the trained scaled and unscaled models on the same 
 step": the median of 20 passes, the two models taking turns so that a busy machine slows them
 alike): identical work, only the numbers differ. Close times mean that this processor handles
 subnormal numbers at full speed.
+
+The machine. The unscaled run at head_dim 256 is fragile: its softmax is saturated, so which
+weight underflows, and when a pair comes back into play, hangs on the last bits of the scores.
+Those bits depend on the order in which BLAS adds the products of each matrix product, and that
+order on the kernel BLAS picked for the processor: on another processor, or with another kernel
+on the same one (`OPENBLAS_CORETYPE=SandyBridge python demos/05_scaling_in_training.py` on an
+x86 machine whose OpenBLAS chose Haswell kernels), the unscaled figures (the step, the zero and
+subnormal shares) come out different, while the scaled ones stay. The README names the processor
+and the kernels of the run it quotes.
 """
 import statistics
 

@@ -28,7 +28,10 @@ CPU command), on tinyattn's `nn.CausalTransformer`:
   nanoGPT's `eval_iters=20`) of the training part and of the validation part; at the end, on
   the whole validation part, cut into consecutive windows.
 Unlike nanoGPT's model, the output layer is not tied to the token embedding, the Linear layers
-have biases and the weights start as PyTorch initialises them (the embedding from N(0, 1)).
+have biases and the weights start as PyTorch initialises them (the embedding from N(0, 1)). The
+warm-up differs a little too: `ta.optim.warmup_cosine_lr` rises as lr * (step + 1) / 100 and
+reaches 1e-3 at step 99, where nanoGPT's `get_lr` rises as lr * (step + 1) / 101 and reaches it
+at step 100 (every warm-up rate 1% lower); from step 100 on the two schedules are the same.
 
 Positions: sinusoidal (the fixed table of "Attention Is All You Need"), where nanoGPT learns them.
 `--positional` trains with the others. Their loss on the whole validation part, with the seeds
@@ -114,8 +117,8 @@ README_ENTRY = """\
     bigram model scores {bigram:.2f} and a unigram model {unigram:.2f}. It trained in
     {training_seconds:.0f} s ({training_processor_seconds:.0f} s of processor time,
     {tokens_per_second:,.0f} characters per second in the steps, one BLAS thread). What it wrote
-    after training, as it came out (the first lines; temperature {temperature}, top-k {top_k}, seed {seed}, prompt
-    "{prompt}"; ↵ marks a line break): `{sample_shown}`
+    after training, as it came out (the first lines; temperature {temperature}, top-k {top_k},
+    seed {seed}, prompt "{prompt}"; ↵ marks a line break): `{sample_shown}`
 
     ![loss curves against the unigram and bigram baselines](docs/pictures/tiny_gpt_loss.png)"""
 
@@ -429,21 +432,31 @@ def main(argv=None):
     print(f"Trained in {history['seconds']:.1f} s ({history['processor_seconds']:.1f} s of "
           f"processor time; {tokens_per_second:,.0f} tokens/s in the steps, evaluations aside)")
 
-    whole = consecutive_batches(val_data[:settings["final_characters"]])
+    limit = settings["final_characters"]                # None: all of the validation part
+    part = val_data[:limit]
+    whole = consecutive_batches(part)
     val_loss_all = held_out_loss(model, whole)
     scored = sum(targets.size for _, targets in whole)
-    print(f"Validation loss over {scored:,} characters of the validation part (all of it, in "
-          f"consecutive windows): {val_loss_all:.4f} nats per character (bigram {bigram:.4f})")
+    extent = (f"all of it that fills consecutive windows of {CONTEXT}" if limit is None
+              else f"its first {len(part):,} only, in quick mode, cut into consecutive windows "
+                   f"of {CONTEXT}")
+    print(f"Validation loss over {scored:,} of the {len(val_data):,} characters of the validation "
+          f"part ({extent}): {val_loss_all:.4f} nats per character (bigram {bigram:.4f})")
 
     model.eval()
     after = write(model, vocabulary, PROMPT, settings["sample_length"])
     print(f"\nAfter training, the model writes (the same prompt, sampling and seed):\n"
           f"{PROMPT + after}\n")
     speed_length = settings["speed_length"]
-    speed = generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length)
-    print(f"Writing {speed_length} characters after the prompt: {speed['cached']:,.0f} "
-          f"characters/s with the key/value cache, {speed['recomputed']:,.0f} recomputing every "
-          f"prefix ({speed['cached'] / speed['recomputed']:.1f}x)")
+    speed = generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length,
+                             rounds=1 if args.quick else 3)
+    if args.quick:
+        print(f"Writing {speed_length} characters after the prompt with the key/value cache "
+              f"gives those of recomputing every prefix (quick mode does not time so few)")
+    else:
+        print(f"Writing {speed_length} characters after the prompt: {speed['cached']:,.0f} "
+              f"characters/s with the key/value cache, {speed['recomputed']:,.0f} recomputing "
+              f"every prefix ({speed['cached'] / speed['recomputed']:.1f}x)")
 
     checkpoint = args.output / CHECKPOINT
     args.output.mkdir(parents=True, exist_ok=True)

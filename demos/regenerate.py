@@ -13,10 +13,19 @@ returns are kept. Once every demo asked for has run, and only then:
 - docs/pictures/results.json records each demo's numbers: {"04_sqrt_dk": {...}, ...}, and how
   long its full run took, measured here: `wall_seconds`, `processor_seconds` (roughly its run time
   on an idle machine), with the machine's `cpu_count` and its `load_average` over the last minute
-  when the run ended (the demo's own work included);
+  when the run ended (the demo's own work included), its `processor` and the `blas` that did its
+  matrix products (the library and the kernels it chose for this processor);
 - the README's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
   rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order, its first
   paragraph ending with its run time (`run_time`), so no demo types a run time in by hand.
+
+Why the machine is named: times differ from one machine to another, and so do some results.
+OpenBLAS picks its kernels for the processor it finds (`OPENBLAS_CORETYPE` overrides the choice),
+and kernels add the products of a float32 matrix product in different orders, so their last bits
+differ; a training run whose softmax is saturated (demo 5, unscaled) can turn such a difference
+into another run. The load average cannot show everything either: a virtual machine shares its
+host, and one demo's processor time has differed widely between two runs of the same code on
+machines of the same kind.
 
 It prints how long each demo took, and the total. tests/test_readme.py checks, without running
 any demo, that the README's list is the templates filled with results.json and that every picture
@@ -39,6 +48,7 @@ import importlib
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -73,10 +83,40 @@ def seconds(value):
 
 
 def run_time(numbers):
-    """The sentence that ends a demo's first paragraph in the README: its measured run time."""
+    """The sentence that ends a demo's first paragraph in the README: its measured run time, and
+    the machine (the processor and the BLAS, once recorded: runs before regenerate named them
+    did not record them)."""
+    machine = f"a {numbers['cpu_count']}-core machine"
+    if "processor" in numbers:
+        machine += f" ({numbers['processor']}; {numbers['blas']})"
     return (f"Full run: {seconds(numbers['processor_seconds'])} of processor time, "
-            f"{seconds(numbers['wall_seconds'])} wall, on a {numbers['cpu_count']}-core machine "
-            f"with a load average of {numbers['load_average']:.1f}.")
+            f"{seconds(numbers['wall_seconds'])} wall, on {machine} with a load average of "
+            f"{numbers['load_average']:.1f}.")
+
+
+def processor():
+    """The processor's model name as Linux gives it ("AMD EPYC"), or as Python's platform module
+    does elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            names = [line.split(":", 1)[1].strip() for line in cpuinfo
+                     if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def blas():
+    """Which BLAS does NumPy's matrix products, as threadpoolctl reports it: "BLAS: openblas
+    0.3.31, Haswell kernels"."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "BLAS: not named (threadpoolctl is not installed)"
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return "BLAS: " + ", ".join(f"{pool['internal_api']} {pool['version']}"
+                                + (f", {pool['architecture']} kernels"
+                                   if pool.get("architecture") else "") for pool in pools)
 
 
 def readme_entry(name, results):
@@ -125,18 +165,20 @@ def run(name, folder):
         sys.exit(f"regenerate: demo {name} failed (exit code {finished.returncode}); nothing was "
                  "written")
     processor_end = os.times()
-    processor = (processor_end.children_user - processor_start.children_user
-                 + processor_end.children_system - processor_start.children_system)
+    used = (processor_end.children_user - processor_start.children_user
+            + processor_end.children_system - processor_start.children_system)
     numbers = json.loads(numbers_file.read_text())
-    taken = sorted(numbers.keys() & RUN_TIME_NAMES)
+    taken = sorted(numbers.keys() & (RUN_TIME_NAMES | MACHINE_NAMES))
     if taken:
         sys.exit(f"regenerate: demo {name} returns {', '.join(taken)}, a name regenerate gives its "
                  "own measurement of the whole run: rename it in the demo; nothing was written")
-    return dict(numbers, wall_seconds=time.perf_counter() - start, processor_seconds=processor,
-                cpu_count=os.cpu_count(), load_average=os.getloadavg()[0])
+    return dict(numbers, wall_seconds=time.perf_counter() - start, processor_seconds=used,
+                cpu_count=os.cpu_count(), load_average=os.getloadavg()[0],
+                processor=processor(), blas=blas())
 
 
 RUN_TIME_NAMES = {"wall_seconds", "processor_seconds", "cpu_count", "load_average"}
+MACHINE_NAMES = {"processor", "blas"}
 
 
 def chosen(prefixes):

@@ -1,7 +1,10 @@
 """Demo 11 (a tiny GPT on Python's documentation), in its quick mode, and its checkpoint and
 --sample command line."""
+import contextlib
 import importlib
+import io
 import os
+import re
 import subprocess
 import sys
 
@@ -16,8 +19,12 @@ DEMO = demo.__file__
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The quick run's numbers and output folder, where what it printed is kept (printed.txt)."""
     folder = tmp_path_factory.mktemp("demo11")
-    return demo.main([str(folder), "--quick"]), folder
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        numbers = demo.main([str(folder), "--quick"])
+    (folder / "printed.txt").write_text(printed.getvalue())
+    return numbers, folder
 
 
 def sample(checkpoint, prompt, *options):
@@ -78,6 +85,18 @@ def test_the_loss_on_the_whole_validation_part(run):
     numbers, _ = run
     assert numbers["val_characters_scored"] == 15 * demo.CONTEXT       # the quick run's 1,000
     assert 0 < numbers["val_loss_all"] < numbers["val_losses"][0]
+
+
+def test_quick_mode_says_what_it_scored_and_times_no_writing(run):
+    """It scores the first 1,000 characters of the validation part, not all of it, and 8
+    characters of writing are too few to time (it printed a cache speed-up of 0.9x)."""
+    printed = (run[1] / "printed.txt").read_text()
+    assert re.search(r"Validation loss over 960 of the \d{2},\d{3} characters of the validation "
+                     r"part \(its first 1,000 only, in quick mode, cut into "
+                     r"consecutive windows of 64\)", printed)
+    assert "all of it" not in printed and "characters/s" not in printed
+    assert ("Writing 8 characters after the prompt with the key/value cache gives those of "
+            "recomputing every prefix (quick mode does not time so few)") in printed
 
 
 def test_the_readme_shows_the_first_whole_lines_of_the_sample():

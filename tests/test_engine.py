@@ -164,6 +164,20 @@ def test_backward_seeds_in_the_output_dtype():
     assert x.grad.dtype == np.float32
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_python_number_takes_the_dtype_of_a_0d_tensor(dtype):
+    """NumPy 1.26 turned a 0-d float32 array times 0.5 into a float64 (NumPy 2 does not): a loss
+    scaled or shifted by a number must keep its dtype on both (CI runs the tests on each)."""
+    x = ta.tensor(np.ones(3, dtype), requires_grad=True)
+    loss = x.sum()                                                      # () float32
+    for result in [loss * 0.5, 4 * loss, loss / 3, 1 - loss, loss + 0.01, loss ** 2, 2.0 ** loss,
+                   -loss * np.float64(0.5)]:
+        assert result.dtype == dtype
+    (loss * 0.5).backward()
+    assert x.grad.dtype == dtype
+    assert (ta.tensor(np.arange(3)) * 0.5).dtype == np.float64          # ints with a float: float64
+
+
 def test_broadcast_leaf_gets_its_own_shape():
     bias = ta.tensor(np.zeros((1, 3)), requires_grad=True)
     x = ta.tensor(np.ones((4, 2, 3)))
@@ -322,8 +336,8 @@ class Twice(Function):
 @pytest.mark.parametrize("returned, got", [("bare array", r"an array of shape \(3, 5\)"),
                                            ("list", "a list"), ("one of two", "a tuple of 1")])
 def test_a_backward_must_return_one_gradient_per_input(returned, got):
-    a, b = ta.tensor(np.ones((3, 5)), requires_grad=True), ta.tensor(np.ones((3, 5)),
-                                                                      requires_grad=True)
+    a = ta.tensor(np.ones((3, 5)), requires_grad=True)
+    b = ta.tensor(np.ones((3, 5)), requires_grad=True)
     out = Twice.apply(a, b, returned=returned)
     with pytest.raises(TypeError, match=r"^twice: backward must return a tuple with one gradient "
                                         r"\(an array, or None\) per input, 2 here, .* it returned "

@@ -76,6 +76,23 @@ def test_aux_loss_is_the_switch_transformer_formula():
     assert moe.aux_loss.item() == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_hugging_face_mixtrals_balance_loss_is_top_k_times_this_one(top_k):
+    """The docstring's warning. Hugging Face's `load_balancing_loss_func` (Mixtral), written out
+    in NumPy from the same routing: tokens_per_expert counts each token's top_k experts over the
+    number of tokens, so it sums to top_k where f sums to 1; the rest is the same formula."""
+    moe = experts(num_experts=5, top_k=top_k)
+    x = arrays((4, 6, 6))[0]
+    moe(ta.tensor(x))
+    routing_weights = np_routing(moe, x.reshape(-1, 6))[1]                      # (N, n) softmax
+    selected_experts = np.argsort(-routing_weights, axis=-1)[:, :top_k]         # (N, k)
+    tokens_per_expert = np.bincount(selected_experts.ravel(), minlength=5) / len(x.reshape(-1, 6))
+    router_prob_per_expert = routing_weights.mean(axis=0)                       # (n,)
+    hugging_face = 5 * np.sum(tokens_per_expert * router_prob_per_expert)
+    assert tokens_per_expert.sum() == pytest.approx(top_k, rel=1e-15)
+    assert hugging_face == pytest.approx(top_k * moe.aux_loss.item(), rel=1e-12)
+
+
 @pytest.mark.parametrize("top_k", [1, 2])
 def test_aux_loss_is_one_for_perfectly_balanced_routing(top_k):
     """Token i is the unit vector e_i and the router's weight a circulant matrix: token i's

@@ -7,7 +7,7 @@ import pytest
 import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn import engine
-from tinyattn.nn.transformer import POSITIONAL, next_tokens
+from tinyattn.nn.transformer import POSITIONAL, next_tokens, samplable
 from tinyattn.tools.bench.generation import generate_without_cache
 
 VOCAB, MAX_LEN = 11, 8
@@ -187,3 +187,34 @@ def test_a_cache_filled_by_another_layer_is_named():
         nn.MultiHeadAttention(8, 2, dtype=np.float32)(ta.tensor(np.ones((1, 1, 8), np.float32)),
                                                       cache=cache)
     assert len(cache) == 3                                       # nothing appended
+
+
+@pytest.mark.parametrize("bad, said", [(np.nan, "NaN"), (np.inf, r"\+inf"), (-np.inf, "only -inf")])
+def test_logits_that_cannot_be_sampled_are_named_by_step_and_row(bad, said):
+    logits = np.random.default_rng(0).standard_normal((3, 5))
+    logits[1, 2] = bad
+    if bad == -np.inf:
+        logits[1] = bad
+    with pytest.raises(ValueError, match=rf"CausalTransformer.generate: step 7, row 1: the "
+                                         rf"logits hold {said}, so there is no distribution"):
+        samplable(logits, 7)
+
+
+def test_a_logit_of_minus_inf_rules_its_token_out():
+    logits = np.random.default_rng(0).standard_normal((200, 5))
+    logits[:, 2] = -np.inf
+    samplable(logits, 0)
+    assert 2 not in next_tokens(logits, 1.0) and 2 not in next_tokens(logits, 0)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_generate_refuses_nan_logits_at_the_step_and_row_they_appear(temperature):
+    """Token 4 has a NaN embedding, and a logit 1e3 above the others, so both rows write it at
+    step 0 and get NaN logits at step 1; a prompt holding it gets them at step 0."""
+    model = small_model("none").eval()
+    model.head.bias.data[4] = 1e3
+    model.embed.weight.data[4] = np.nan
+    with pytest.raises(ValueError, match=r"generate: step 1, row 0: the logits hold NaN"):
+        model.generate(np.array([[1, 2, 3], [5, 6, 7]]), 3, temperature=temperature)
+    with pytest.raises(ValueError, match=r"generate: step 0, row 1: the logits hold NaN"):
+        model.generate(np.array([[1, 2, 3], [5, 4, 7]]), 3, temperature=temperature)

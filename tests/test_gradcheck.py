@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
+import tinyattn.functional as F
 from tinyattn.engine import Function
 
 
@@ -113,3 +114,44 @@ def test_a_function_that_returns_an_array_is_told_to_return_tensors():
     with pytest.raises(TypeError, match="gradcheck: fn must return a tensor or a tuple of "
                                         "tensors, got a ndarray"):
         ta.gradcheck(lambda x: x.data * 2, [x])
+
+
+@pytest.mark.parametrize("make_random", ["dropout", "layer built inside"])
+def test_a_function_with_randomness_inside_is_refused_and_told_what_to_do(make_random):
+    x = ta.tensor(np.random.default_rng(4).standard_normal((3, 4)), requires_grad=True)
+    fn = ((lambda a: F.dropout(a, 0.5)) if make_random == "dropout"
+          else (lambda a: ta.nn.Linear(4, 2)(a)))
+    with pytest.raises(ta.GradcheckError, match=r"gradcheck: fn is not deterministic: called "
+                                                r"twice with the same inputs, its output 0 "
+                                                r"differs \(element .*\.eval\(\).*manual_seed"):
+        ta.gradcheck(fn, [x])
+
+
+def test_randomness_seeded_inside_the_function_is_deterministic_and_checked():
+    x = ta.tensor(np.random.default_rng(5).standard_normal((3, 4)), requires_grad=True)
+
+    def seeded_dropout(a):
+        ta.manual_seed(0)
+        return F.dropout(a, 0.5) * a
+
+    assert ta.gradcheck(seeded_dropout, [x])
+
+
+def test_the_same_nan_twice_is_deterministic():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    nan = ta.tensor([np.nan, 0.0])
+    with pytest.raises(ta.GradcheckError, match=r"analytical gradient nan, numerical nan"):
+        ta.gradcheck(lambda a: a * nan, [x])
+
+
+def test_a_function_whose_output_shape_changes_is_refused():
+    x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    calls = []
+
+    def grows(a):
+        calls.append(1)
+        return ta.concatenate([a] * len(calls))
+
+    with pytest.raises(ta.GradcheckError, match=r"its output 0 differs \(shape \(3,\), then "
+                                                r"\(6,\)\)"):
+        ta.gradcheck(grows, [x])

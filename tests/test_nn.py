@@ -271,11 +271,11 @@ NOT_SAFETENSORS = r"\(safetensors, or NumPy \.npz\): "
     (lambda good: b"", "the file is empty"),
     (lambda good: np.random.default_rng(0).bytes(300),
      NOT_SAFETENSORS + r"the header length, \d+ bytes, runs past the end of the file \(300"),
-    (lambda good: good[:len(good) // 2], NOT_SAFETENSORS + r"tensor '.*' ends at byte \d+ of "
-                                         r"the data, past its end"),
+    (lambda good: good[:len(good) // 2],
+     NOT_SAFETENSORS + r"tensor '.*' ends at byte \d+ of the data, past its end"),
     (lambda good: good[:-1], NOT_SAFETENSORS + "tensor '.*' ends at byte"),
-    (lambda good: good + b"\0", NOT_SAFETENSORS + r"bytes \d+ to \d+ of the data belong to no "
-                                                   r"tensor"),
+    (lambda good: good + b"\0",
+     NOT_SAFETENSORS + r"bytes \d+ to \d+ of the data belong to no tensor"),
     (lambda good: good[:8] + b"[" + good[9:], NOT_SAFETENSORS + "the header is not valid JSON"),
 ])
 def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
@@ -296,8 +296,8 @@ def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path, content, reason):
      r"the zip archive is damaged or cut short \(Bad CRC-32"),
 ])
 def test_a_damaged_npz_checkpoint_is_named(tmp_path, content, reason):
-    old = good_checkpoint(tmp_path / "good", lambda path: write_checkpoint(path, small_model()
-                                                                             .state_dict()))
+    old = good_checkpoint(tmp_path / "good",
+                          lambda path: write_checkpoint(path, small_model().state_dict()))
     (tmp_path / "ck").write_bytes(content(old))
     with pytest.raises(ValueError, match=rf"load: '.*ck' is not a tinyattn checkpoint: {reason}"):
         small_model().load(tmp_path / "ck")
@@ -315,6 +315,16 @@ def test_loading_a_missing_file_or_another_models_checkpoint(tmp_path):
     with pytest.raises(ValueError, match=r"not a tinyattn checkpoint: an entry of the archive "
                                          r"cannot be read as an array of numbers"):
         nn.Linear(1, 1).load(tmp_path / "objects.npz")
+
+
+def test_a_folder_is_named_as_one_by_load_and_save(tmp_path):
+    with pytest.raises(IsADirectoryError, match=r"^load: '.*' is a folder, not a checkpoint "
+                                                r"file; name the file"):
+        small_model().load(tmp_path)
+    with pytest.raises(IsADirectoryError, match=r"^save: '.*' is a folder; name a file to save "
+                                                r"in"):
+        small_model().save(tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_load_state_dict_rejects_wrong_names_and_shapes():

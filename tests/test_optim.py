@@ -120,6 +120,45 @@ def test_clip_grad_norm_takes_a_single_tensor_as_pytorch_does():
     assert next(engine._node_counter) == first_probe + 1     # no indexing node: rows not iterated
 
 
+def nonfinite_gradients(bad):
+    """Two gradients, one holding `bad`, and what PyTorch's clipping makes of them (a NaN norm
+    makes every gradient NaN; an infinite one makes them 0, the infinite element NaN)."""
+    grads = [np.array([1.0, bad, 2.0]), np.array([5.0])]
+    clipped = ([np.full(3, np.nan), np.array([np.nan])] if np.isnan(bad)
+               else [np.array([0.0, np.nan, 0.0]), np.array([0.0])])
+    return grads, clipped
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_clip_grad_norm_with_a_nonfinite_gradient_does_what_pytorch_does(bad):
+    grads, clipped = nonfinite_gradients(bad)
+    params = [parameter_with_grad(np.zeros_like(g), g) for g in grads]
+    norm = optim.clip_grad_norm(params, max_norm=100.0)
+    assert math.isnan(norm) if np.isnan(bad) else norm == math.inf
+    for p, expected in zip(params, clipped):
+        np.testing.assert_array_equal(p.grad, expected)
+    params = [parameter_with_grad(np.zeros_like(g), g) for g in grads]
+    with pytest.raises(RuntimeError, match=rf"clip_grad_norm: the total norm of the gradients is "
+                                           rf"{bad}, so it cannot be clipped; "
+                                           rf"error_if_nonfinite=False scales them"):
+        optim.clip_grad_norm(params, max_norm=100.0, error_if_nonfinite=True)
+    for p, grad in zip(params, grads):
+        np.testing.assert_array_equal(p.grad, grad)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_pytorch_clips_nonfinite_gradients_so_too(bad):
+    """The reference for the test above (skipped when torch is not installed)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: no reference to compare")
+    grads, clipped = nonfinite_gradients(bad)
+    params = [torch.zeros(len(g), dtype=torch.float64, requires_grad=True) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = torch.tensor(g)
+    torch.nn.utils.clip_grad_norm_(params, 100.0)
+    for p, expected in zip(params, clipped):
+        np.testing.assert_array_equal(p.grad.numpy(), expected)
+
+
 @pytest.mark.parametrize("kind", ["SGD", "Adam", "AdamW"])
 def test_an_optimizer_refuses_a_single_tensor(kind):
     """Iterating over a tensor gives its rows, new tensors that no step would reach the
@@ -148,6 +187,27 @@ def test_warmup_cosine_lr():
     assert lrs[7] == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * 0.3)) / 2)
     assert all(later < earlier for earlier, later in zip(lrs[4:14], lrs[5:14]))
     assert lrs[14:] == [0.1, 0.1]                                         # then the floor
+
+
+def test_warmup_cosine_lr_differs_from_nanogpts_get_lr_in_the_warmup_only():
+    """What demo 11 and the docstring say: nanoGPT's get_lr, written out, warms up as
+    lr * (it + 1) / (warmup + 1); after the warm-up the two agree."""
+    lr, warmup, total, min_lr = 1e-3, 100, 2000, 1e-4
+
+    def nanogpt_get_lr(it):
+        if it < warmup:
+            return lr * (it + 1) / (warmup + 1)
+        if it > total:
+            return min_lr
+        coefficient = 0.5 * (1.0 + math.cos(math.pi * (it - warmup) / (total - warmup)))
+        return min_lr + coefficient * (lr - min_lr)
+
+    ours = [optim.warmup_cosine_lr(step, lr, warmup, total, min_lr) for step in range(total + 5)]
+    theirs = [nanogpt_get_lr(step) for step in range(total + 5)]
+    np.testing.assert_allclose(np.array(theirs[:warmup]) / ours[:warmup], warmup / (warmup + 1),
+                               rtol=1e-14)
+    assert ours[warmup - 1] == lr and theirs[warmup - 1] < lr
+    np.testing.assert_allclose(ours[warmup:], theirs[warmup:], rtol=1e-14)
 
 
 def test_adamw_and_clipping_match_pytorch():

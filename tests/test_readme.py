@@ -24,7 +24,8 @@ def test_every_demo_has_recorded_numbers_and_no_other():
 
 def test_every_demo_has_its_measured_run_time():
     for name, numbers in recorded().items():
-        assert all(isinstance(numbers.get(field), (int, float)) for field in regenerate.RUN_TIME_NAMES), name
+        assert all(isinstance(numbers.get(field), (int, float))
+                   for field in regenerate.RUN_TIME_NAMES), name
         assert numbers["wall_seconds"] > 0 and numbers["processor_seconds"] > 0, name
 
 
@@ -38,6 +39,10 @@ def test_the_run_time_ends_each_entrys_first_paragraph():
                "load_average": 3.14}
     assert regenerate.run_time(numbers) == ("Full run: 0.6 s of processor time, 20 s wall, on a "
                                             "2-core machine with a load average of 3.1.")
+    numbers.update(processor="AMD EPYC", blas="BLAS: openblas 0.3.31, Haswell kernels")
+    assert regenerate.run_time(numbers) == ("Full run: 0.6 s of processor time, 20 s wall, on a "
+                                            "2-core machine (AMD EPYC; BLAS: openblas 0.3.31, "
+                                            "Haswell kernels) with a load average of 3.1.")
     for name, numbers in recorded().items():
         first_paragraph = regenerate.readme_entry(name, recorded()).split("\n\n")[0]
         assert " ".join(first_paragraph.split()).endswith(regenerate.run_time(numbers))
@@ -49,7 +54,11 @@ def test_no_demo_template_uses_a_name_of_regenerates_own_run_time():
     for name in regenerate.demo_names():
         template = importlib.import_module(name).README_ENTRY
         fields = {field for _, field, _, _ in string.Formatter().parse(template) if field}
-        assert not fields & regenerate.RUN_TIME_NAMES, name
+        assert not fields & (regenerate.RUN_TIME_NAMES | regenerate.MACHINE_NAMES), name
+
+
+def test_the_machine_is_named_as_this_one_is():
+    assert regenerate.processor() and regenerate.blas().startswith("BLAS: ")
 
 
 def test_no_demo_types_a_run_time():

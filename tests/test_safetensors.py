@@ -174,9 +174,13 @@ def test_the_safetensors_package_refuses_the_same_files(tmp_path, case):
         safetensors_numpy.load_file(tmp_path / "bad.safetensors")
 
 
-def test_a_missing_file_and_a_dtype_without_numpy_equivalent(tmp_path):
+def test_a_missing_file_a_folder_and_a_dtype_without_numpy_equivalent(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"load_safetensors: there is no file '.*nothing'"):
         ta.load_safetensors(tmp_path / "nothing")
+    with pytest.raises(IsADirectoryError, match=r"load_safetensors: '.*' is a folder, not a file"):
+        ta.load_safetensors(tmp_path)
+    with pytest.raises(IsADirectoryError, match=r"save_safetensors: '.*' is a folder"):
+        ta.save_safetensors(tmp_path, {"a": np.zeros(2)})
     (tmp_path / "f8").write_bytes(raw_file({"a": F([4], [0, 4], "F8_E4M3")}, bytes(4)))
     with pytest.raises(ValueError, match="tensor 'a' has dtype 'F8_E4M3', which tinyattn does "
                                          "not read"):

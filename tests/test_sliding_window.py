@@ -108,3 +108,17 @@ def test_mixed_dtypes_are_refused():
     with pytest.raises(TypeError, match=r"sliding_window_attention: query, key and value must "
                                         r"have the same dtype, got float64, float64 and float32"):
         F.sliding_window_attention(query, key, value, 2)
+
+
+def test_mistrals_window_of_w_keeps_w_plus_1_keys_and_hugging_faces_keeps_w():
+    """The docstring's claim, with each source's rule written out in NumPy: Mistral's reference
+    code masks a prompt with triu(tril(ones), diagonal=-W) (positions i - W ... i: window W + 1
+    here); Hugging Face's sliding-window overlay keeps kv_idx > q_idx - W on top of the causal
+    mask (window W here)."""
+    L, W = 9, 3
+    mistral = np.triu(np.tril(np.ones((L, L), dtype=bool)), -W)
+    i, j = np.arange(L)[:, None], np.arange(L)
+    hugging_face = (j > i - W) & (j <= i)
+    np.testing.assert_array_equal(F.local_mask(L, W + 1), mistral)
+    np.testing.assert_array_equal(F.local_mask(L, W), hugging_face)
+    assert mistral.sum(axis=-1).max() == W + 1 and hugging_face.sum(axis=-1).max() == W

@@ -31,8 +31,8 @@ import weakref
 
 import numpy as np
 
-from tinyattn.plumbing import (ArrayProtocols, TensorIndexError, as_operand, data_of,
-                               numeric_array)
+from tinyattn.plumbing import (LEGACY_PROMOTION, ArrayProtocols, TensorIndexError, as_operand,
+                               data_of, numbers_in_dtype, numeric_array)
 
 _node_counter = itertools.count()
 
@@ -88,6 +88,8 @@ class Function:
             else:
                 arrays.append(as_operand(x, cls.name))    # a number or an array: a constant
                 parents.append(None)
+        if LEGACY_PROMOTION:                       # NumPy 1.26: plumbing.numbers_in_dtype says why
+            arrays = numbers_in_dtype(arrays)
         try:
             if cls.check is not None and switches.checking:
                 node.check(*arrays, **params)

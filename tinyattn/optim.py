@@ -103,7 +103,7 @@ class Adam(Optimizer):
 
     def step(self):
         for i, p in enumerate(self.params):
-            if p.grad is None:          # a parameter without a gradient takes no step, as in PyTorch
+            if p.grad is None:          # a parameter without a gradient takes no step (PyTorch)
                 continue
             if i not in self.steps:
                 self.m[i], self.v[i] = np.zeros_like(p.data), np.zeros_like(p.data)
@@ -165,8 +165,8 @@ def clipped_parameters_fit(parameters, **_):
     return {"parameters": parameters_fit(single)["params"]}
 
 
-@door(clipped_parameters_fit, max_norm=between(0))
-def clip_grad_norm(parameters, max_norm):
+@door(clipped_parameters_fit, max_norm=between(0), error_if_nonfinite=bool)
+def clip_grad_norm(parameters, max_norm, error_if_nonfinite=False):
     """Scale the gradients of `parameters` together so that their total norm is at most
     `max_norm`, as PyTorch's `torch.nn.utils.clip_grad_norm_`:
 
@@ -176,13 +176,22 @@ def clip_grad_norm(parameters, max_norm):
     One factor for all of them keeps the direction of the whole step. Returns the norm before
     clipping, a Python float; parameters without a gradient are left out. As in PyTorch,
     `parameters` may also be a single tensor.
+
+    A NaN or infinite gradient element makes the norm NaN or inf. As in PyTorch, the factor is
+    then NaN (every gradient becomes NaN) or 0 (every gradient becomes 0, an infinite element
+    NaN), so the step that follows shows it; with `error_if_nonfinite=True` a RuntimeError
+    (PyTorch's kind) is raised instead, and the gradients are left as they are.
     """
     grads = [p.grad for p in parameters if p.grad is not None]
     norm = math.hypot(*(float(np.linalg.norm(g)) for g in grads))
+    if error_if_nonfinite and not math.isfinite(norm):
+        raise RuntimeError(f"clip_grad_norm: the total norm of the gradients is {norm}, so it "
+                           f"cannot be clipped; error_if_nonfinite=False scales them by it anyway")
     factor = max_norm / (norm + 1e-6)
-    if factor < 1.0:
-        for g in grads:
-            g *= factor
+    if not factor >= 1.0:                       # below 1, or NaN: a NaN norm makes them all NaN
+        with np.errstate(invalid="ignore"):     # inf * 0: NaN, as in PyTorch
+            for g in grads:
+                g *= factor
     return norm
 
 
@@ -205,6 +214,8 @@ def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
         from total_steps on:     min_lr
 
     Set it before each step: `optimizer.lr = warmup_cosine_lr(step, 1e-3, 100, 2000, 1e-4)`.
+    The warm-up reaches lr at its last step; nanoGPT's `get_lr` rises as lr * (step + 1) /
+    (warmup_steps + 1) instead, and reaches lr one step later. The cosine part is the same.
     """
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps

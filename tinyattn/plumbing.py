@@ -3,7 +3,8 @@
     ArrayProtocols   how a Tensor behaves as a Python object and next to NumPy: len, iteration,
                      np.asarray(t), bool and float, comparisons, copying and pickling, its repr
     numeric_array    turning lists, numbers and arrays into NumPy arrays of numbers
-    as_operand       how a constant operand (a number, an array) meets a tensor's dtype
+    as_operand       how a constant operand (a number, an array) meets a tensor's dtype (and
+                     numbers_in_dtype, the same on NumPy 1.26)
     checked_axes     NumPy's rules for the axes of a reduction or a permutation
 """
 import numpy as np
@@ -50,6 +51,22 @@ def as_operand(value, op):
     if isinstance(value, (int, float)):
         return value
     raise TypeError(f"{op}: cannot use a {type(value).__name__} as an operand")
+
+
+# NumPy 2 lets a Python number take the dtype of the array it meets, 0-d arrays included (NEP 50).
+# NumPy 1.26, the oldest tinyattn runs on, does that only for arrays of one axis or more: there
+# a 0-d float32 loss times 0.5 is a float64. On it, Function.apply gives numbers their dtype.
+LEGACY_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def numbers_in_dtype(operands):
+    """The operands, with each Python number made a 0-d array of the floating dtype of the arrays
+    among them (when they have one), as NumPy 2 would treat it."""
+    floating = [a.dtype for a in operands if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    if not floating:
+        return operands
+    dtype = np.result_type(*floating)
+    return [np.asarray(a, dtype) if isinstance(a, (int, float)) else a for a in operands]
 
 
 def checked_axes(axes, ndim, shown, op=None):

@@ -49,14 +49,12 @@ def load_safetensors(path, with_metadata=False):
     ValueError naming it and saying what is wrong.
     """
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as file:
-            return read_safetensors(file, os.path.getsize(path), with_metadata)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"load_safetensors: there is no file {path!r}") from None
-    except ValueError as error:
-        raise ValueError(f"load_safetensors: {path!r} is not a safetensors file: "
-                         f"{error}") from None
+    with opened_to_read(path, "load_safetensors") as file:
+        try:
+            return read_safetensors(file, os.fstat(file.fileno()).st_size, with_metadata)
+        except ValueError as error:
+            raise ValueError(f"load_safetensors: {path!r} is not a safetensors file: "
+                             f"{error}") from None
 
 
 def read_safetensors(file, size, with_metadata=False):
@@ -201,6 +199,17 @@ def write_safetensors(file, arrays, metadata=None):
         file.write(arrays[name].astype(little_endian, copy=False).tobytes())
 
 
+def opened_to_read(path, caller, what="file"):
+    """open(path, "rb"), with the two errors a user meets said in a sentence: there is no such
+    file, or the path is a folder (which open calls a bare IsADirectoryError)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{caller}: {path!r} is a folder, not a {what}; name the file")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{caller}: there is no {what} {path!r}") from None
+
+
 @contextlib.contextmanager
 def replaced_atomically(path, caller):
     """`with replaced_atomically(path, "save") as file:` writes a file under a temporary name in
@@ -210,6 +219,8 @@ def replaced_atomically(path, caller):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{caller}: there is no folder {folder!r} to save {path!r} in")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{caller}: {path!r} is a folder; name a file to save in")
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as file:

@@ -5,6 +5,12 @@ Query i sees only the keys near it:
     causal, as Mistral 7B (Jiang et al. 2023):        i - window < j <= i    (window keys)
     not causal, as Longformer (Beltagy et al. 2020):  |i - j| < window       (2 window - 1 keys)
 
+How many keys a window of W holds differs between sources. Here, as in Hugging Face transformers'
+sliding-window mask (`kv_idx > q_idx - sliding_window`, causal), W keys, i itself included.
+Mistral's paper ("positions between i - W and i") and its reference code (`triu(tril(ones),
+diagonal=-W)`) keep W + 1 keys, positions i - W ... i, when the prompt is run whole; while
+generating, that code's rolling cache of W entries holds W. So Mistral's W is window = W + 1 here.
+
 SDPA with this band as its mask (`sparse_patterns.local_mask`) gives the same result, but it
 scores all L x L pairs and throws most of them away. Here the positions are cut into chunks of C =
 window positions (the last one padded), and every key that a query of chunk c may see lies in

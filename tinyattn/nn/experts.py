@@ -63,6 +63,11 @@ class MixtureOfExperts(Module):
     small weight (0.01 in the paper), to the training loss. Its gradient reaches the router
     through P only. `selected_experts` keeps the last forward's choice, (..., k) expert ids.
 
+    Hugging Face's Mixtral (`load_balancing_loss_func`) divides the assignments by the number of
+    tokens N instead of N * k: its f sums to k, and its loss is k times this one (2 for Mixtral,
+    balanced routing gives k there, 1 here). A weight copied from there (`router_aux_loss_coef`)
+    pulls k times more weakly here: multiply it by k for the same pull.
+
     What differs from the papers: the experts are `nn.FeedForward` (GELU) where Mixtral's are
     SwiGLU; no expert has a capacity (the Switch Transformer drops the tokens beyond it; here
     every expert takes all the tokens routed to it); and with top_k > 1, f_e counts assignments,

@@ -16,7 +16,8 @@ from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor
 from tinyattn.plumbing import data_of, numeric_array
-from tinyattn.safetensors import read_safetensors, replaced_atomically, write_safetensors
+from tinyattn.safetensors import (opened_to_read, read_safetensors, replaced_atomically,
+                                  write_safetensors)
 
 
 class Parameter(Tensor):
@@ -201,11 +202,7 @@ def read_checkpoint(path):
     about a damaged .npz speak of pickles and zip internals: they are said in a sentence here.
     """
     not_a_checkpoint = f"load: {path!r} is not a tinyattn checkpoint"
-    try:
-        file = open(path, "rb")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"load: there is no checkpoint file {path!r}") from None
-    with file:
+    with opened_to_read(path, "load", "checkpoint file") as file:
         start = file.read(len(ZIP_START))
         if not start:
             raise ValueError(f"{not_a_checkpoint}: the file is empty")

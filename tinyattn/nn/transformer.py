@@ -178,6 +178,9 @@ class CausalTransformer(Module):
         position, restricted to the top_k largest logits when top_k is given (`next_tokens`);
         temperature=0 takes the largest. Draws come from the generator `ta.manual_seed` seeds.
         No graph is recorded. As in PyTorch, dropout is active in training mode: call `eval()`.
+        Logits that cannot be sampled from (a NaN, a +inf, or a row all -inf: the softmax of any
+        of them is NaN) raise a ValueError naming the step and the row, as torch.multinomial
+        refuses them; also at temperature 0, where argmax would return the NaN's index.
 
         The cache: the first step runs the prompt and fills one KVCache per layer; each later
         step runs the newest token alone, its positions continuing from the cache. The logits are
@@ -197,16 +200,31 @@ class CausalTransformer(Module):
         ids = np.asarray(data_of(ids), dtype=np.int64)                  # (B, T)
         window = self.max_len if self.positional in ABSOLUTE else None
         cache = None
-        for _ in range(max_new_tokens):
+        for step in range(max_new_tokens):
             start = 0 if window is None else max(0, ids.shape[1] - window)
             if cache is None or start > 0:          # first step, or the window has slid
                 cache = self.empty_cache()
                 logits = self(ids[:, start:], cache=cache)              # (B, T - start, vocab)
             else:
                 logits = self(ids[:, -1:], cache=cache)                 # (B, 1, vocab)
-            chosen = next_tokens(logits.data[:, -1], temperature, top_k)     # (B,)
+            last = logits.data[:, -1]                                   # (B, vocab)
+            samplable(last, step)
+            chosen = next_tokens(last, temperature, top_k)              # (B,)
             ids = np.concatenate([ids, chosen[:, None]], axis=1)        # (B, T + 1)
         return ids
+
+
+def samplable(logits, step):
+    """Logits (B, V) a token can be drawn from: no NaN, no +inf, and in every row a logit above
+    -inf (a -inf alone is a token ruled out, weight 0)."""
+    nan, inf = np.isnan(logits).any(axis=-1), (logits == np.inf).any(axis=-1)     # (B,)
+    ruled_out = (logits == -np.inf).all(axis=-1)                                   # (B,)
+    if nan.any() or inf.any() or ruled_out.any():
+        row = int(np.argmax(nan | inf | ruled_out))
+        what = "NaN" if nan[row] else "+inf" if inf[row] else "only -inf"
+        raise ValueError(f"CausalTransformer.generate: step {step}, row {row}: the logits hold "
+                         f"{what}, so there is no distribution to draw from: the model's "
+                         f"numbers overflowed or are NaN (np.isfinite on each parameter tells)")
 
 
 def next_tokens(logits, temperature, top_k=None):

@@ -14,6 +14,11 @@ directions u instead; the analytical side is then the dot product <u, dL/dx>:
 Why a random v: with L = sum(f(x)) some functions have gradient exactly 0 everywhere (the sum of a
 softmax is always 1), so a backward rule that wrongly returns 0 would pass.
 
+The function must be deterministic: the same inputs, the same outputs. One with randomness inside
+(dropout in training mode, a layer built inside it with fresh random weights) is a different
+function at every call, and the difference between two of its calls, divided by 2 eps, is noise of
+any size. So `fn` is first run twice at the same point, and outputs that differ are refused.
+
 Use float64. float32 keeps about 7 digits (its machine epsilon is 1.2e-7): L itself is rounded by
 about 1e-7 |L|, and divided by 2 eps = 2e-6 that rounding alone is an error of about 5% of |L|,
 larger than most of the gradients being checked.
@@ -82,6 +87,7 @@ def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
         if not isinstance(out, Tensor):
             raise TypeError(f"gradcheck: fn must return a tensor or a tuple of tensors, got a "
                             f"{type(out).__name__}")
+    _refuse_randomness(outputs, fn, inputs)
     seeds = [random.standard_normal(out.shape) for out in outputs]
 
     def loss():
@@ -111,6 +117,32 @@ def _as_input_list(inputs):
 
 def _as_tuple(outputs):
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+
+def _refuse_randomness(outputs, fn, inputs):
+    """Raise GradcheckError if a second call of fn at the same point gives other outputs: other
+    shapes, or numbers that differ by more than rounding (16 units in the last place of the
+    largest output: BLAS may add in another order)."""
+    with no_grad():
+        again = _as_tuple(fn(*inputs))
+    for k, (first, second) in enumerate(zip(outputs, again)):
+        first, second = first.data, second.data
+        if first.shape != second.shape:
+            different = f"shape {first.shape}, then {second.shape}"
+        else:
+            rounding = 16 * np.finfo(first.dtype).eps * float(np.abs(first).max(initial=0.0))
+            with np.errstate(invalid="ignore", over="ignore"):
+                same = ((first == second) | (np.abs(second - first) <= rounding)
+                        | (np.isnan(first) & np.isnan(second)))
+            if same.all():
+                continue
+            where = tuple(int(i) for i in np.argwhere(~same)[0])
+            different = f"element {where}: {first[where]:.8g}, then {second[where]:.8g}"
+        raise GradcheckError(
+            f"gradcheck: fn is not deterministic: called twice with the same inputs, its output "
+            f"{k} differs ({different}), so its finite differences are noise. Take the "
+            f"randomness out of fn: build layers outside it, call .eval() on them (dropout), or "
+            f"seed its draws (ta.manual_seed(0) as its first line)")
 
 
 def _analytical_gradients(inputs, checked, outputs, seeds):

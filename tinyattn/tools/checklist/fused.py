@@ -1,4 +1,5 @@
-"""The checklist's rows for the fused ops that replace a chain of primitive ops (GELU, layer norm):
+"""The checklist's rows for the fused ops that replace a chain of primitive ops (softmax,
+log-softmax, GELU, layer norm):
 each is checked as an op (against NumPy, and against finite differences), and against the chain it
 replaces, kept below as its reference: same output, same gradients, number by number.
 """
@@ -8,6 +9,20 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn.tools.checklist.cases import FusedCase, OpCase
+
+
+def composed_softmax(x, axis=-1):
+    """F.softmax written with primitive ops (max, sub, exp, sum, div): the reference of the fused
+    op. The max is a shift that keeps exp from overflowing; softmax ignores a shift shared by the
+    whole row, so it is taken as a constant (detached)."""
+    scores = (x - x.max(axis=axis, keepdims=True).detach()).exp()
+    return scores / scores.sum(axis=axis, keepdims=True)
+
+
+def composed_log_softmax(x, axis=-1):
+    """F.log_softmax written with primitive ops: x - max - log(sum(exp(x - max)))."""
+    shifted = x - x.max(axis=axis, keepdims=True).detach()
+    return shifted - shifted.exp().sum(axis=axis, keepdims=True).log()
 
 
 def composed_gelu(x):
@@ -48,6 +63,12 @@ OP_CASES = [
 ]
 
 FUSED_CASES = [
+    FusedCase("softmax = composed", F.softmax, composed_softmax, ((3, 5),)),
+    FusedCase("softmax = composed, axis 0", lambda x: F.softmax(x, axis=0),
+              lambda x: composed_softmax(x, axis=0), ((4, 3, 2),)),
+    FusedCase("log_softmax = composed", F.log_softmax, composed_log_softmax, ((3, 5),)),
+    FusedCase("log_softmax = composed, large logits", lambda x: F.log_softmax(30.0 * x, axis=1),
+              lambda x: composed_log_softmax(30.0 * x, axis=1), ((2, 6, 3),)),
     FusedCase("gelu = composed", F.gelu, composed_gelu, ((3, 4),)),
     FusedCase("gelu = composed, large inputs", lambda x: F.gelu(4.0 * x),
               lambda x: composed_gelu(4.0 * x), ((2, 5),)),
