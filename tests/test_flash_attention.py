@@ -78,15 +78,16 @@ def test_no_keys_gives_zeros_never_nan():
     np.testing.assert_array_equal(out, plain[0])
 
 
-def test_one_op_saving_only_inputs_output_and_logsumexp():
+def test_one_op_saving_only_inputs_output_logsumexp_and_its_layout():
     query, key, value = (ta.tensor(x, requires_grad=True) for x in arrays(*LONGER_QUERIES))
     out = F.flash_attention(query, key, value, is_causal=True, block_size=2)
     node = out._node
     assert node.name == "flash_attention"
     assert [p.tensor() for p in node.parents] == [query, key, value]   # one node, no others
     saved = [x for x in node.saved if isinstance(x, np.ndarray)]
-    assert [x.shape for x in saved] == [(2, 9, 4), (2, 5, 4), (2, 5, 3), (2, 9, 3), (2, 9)]
+    assert [x.shape for x in saved] == [(2, 9, 4), (2, 5, 4), (2, 5, 3), (2, 9, 3), (2, 9), (5, 3)]
     assert saved[3] is out.data
+    assert saved[5].dtype == bool and saved[5].all()            # every pair of blocks visible
 
 
 def peak_bytes(attend, inputs):
