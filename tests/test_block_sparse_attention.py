@@ -95,8 +95,8 @@ def test_every_pair_visible_is_flash_attention():
     (np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]], bool), False, slice(3, 6)),   # a hidden row
     (np.array([[1, 0, 0], [0, 0, 1], [1, 1, 1]], bool), True, slice(3, 6)),    # only a later block
 ], ids=["a row of hidden blocks", "causal: only keys after it"])
-def test_a_query_that_sees_no_key_gets_a_zero_row_and_zero_gradients(layout, is_causal,
-                                                                      hidden_queries):
+def test_a_query_that_sees_no_key_gets_a_zero_row_and_zero_gradients(
+        layout, is_causal, hidden_queries):
     shapes = ((2, 7, 4), (2, 7, 4), (2, 7, 3))
     sparse, masked = sparse_and_masked(shapes, layout, 3, is_causal)
     out, grad_query, _, _ = sparse

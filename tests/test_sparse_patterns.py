@@ -73,8 +73,8 @@ def test_sdpa_under_each_mask_is_plain_attention_under_it(mask):
     np.testing.assert_allclose(out.data, np_attention(q, k, v, mask)[0], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("num_blocks, size, b", list(itertools.product((1, 3, 6), (1, 2, 3),
-                                                                        (1, 2, 4))))
+@pytest.mark.parametrize("num_blocks, size, b",
+                         list(itertools.product((1, 3, 6), (1, 2, 3), (1, 2, 4))))
 def test_each_layout_expanded_contains_its_pattern(num_blocks, size, b):
     """`size` blocks of window or stride; b positions a block, the last block one short."""
     L = num_blocks * b - (b > 1)

@@ -4,8 +4,9 @@ Read in this order: basics (activations, softmax, layer norm, dropout, cross-ent
 scaled_dot_product (attention, with shape comments on every line), then positions (the sinusoidal
 table, rotary embeddings, ALiBi), then attention that scales: fused_attention (FlashAttention's
 door: the same attention, block by block, and block-sparse attention over the visible blocks only),
-sparse_patterns (masks and block layouts of the Sparse Transformer and Longformer), sliding_window (a band computed chunk by chunk) and linear_attention (Katharopoulos
-et al. 2020, causal by chunks).
+sparse_patterns (masks and block layouts of the Sparse Transformer and Longformer), sliding_window
+(a band computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020, causal by
+chunks).
 """
 from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
                                         cross_entropy)

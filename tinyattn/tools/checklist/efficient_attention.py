@@ -53,6 +53,7 @@ def sdpa_under_layout(layout, is_causal):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
     return attend
 
+
 LAYER_CASES = [
     LayerCase("attention: flash", function(F.flash_attention, *FLASH_QKV, block_size=2)),
     LayerCase("attention: flash, causal",
@@ -71,8 +72,9 @@ LAYER_CASES = [
                        block_size=2)),
     LayerCase("attention: flash, causal, block 1",
               function(F.flash_attention, *FLASH_QKV, is_causal=True, block_size=1)),
-    *(LayerCase(f"block-sparse: {name}", function(F.block_sparse_attention, *shapes, layout=layout,
-                                                   block_size=2, is_causal=causal))
+    *(LayerCase(f"block-sparse: {name}",
+                function(F.block_sparse_attention, *shapes, layout=layout, block_size=2,
+                         is_causal=causal))
       for name, shapes, layout, causal in BLOCK_SPARSE),
     LayerCase("sliding window: causal, window 2",
               function(F.sliding_window_attention, *QKV, window=2)),
