@@ -4,26 +4,13 @@ gradient (random upstream gradients); a query that sees no key gets a zero row a
 it visits the visible pairs of blocks only and makes no (L, S) array; bad layouts are named at the
 door. (Its gradients against finite differences: the block-sparse rows of tests/test_checklist.py.)
 """
-import tracemalloc
-
 import numpy as np
 import pytest
-from references import arrays
+from references import arrays, assert_refused_before_any_node, forward_and_backward, peak_bytes
 
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn import ops
 from tinyattn.ops import flash_attention
-
-
-def forward_and_backward(attend, inputs, seed=1):
-    """[output, dL/dquery, dL/dkey, dL/dvalue] of `attend` on fresh leaves holding `inputs`, with
-    a random upstream gradient dL/d(output)."""
-    leaves = [ta.tensor(x, requires_grad=True) for x in inputs]
-    out = attend(*leaves)
-    grad_out = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
-    out.backward(grad_out)
-    return [out.data] + [x.grad for x in leaves]
 
 
 def expanded(layout, block_size, L, S):
@@ -147,15 +134,6 @@ def test_only_the_visible_pairs_of_blocks_are_scored(monkeypatch):
     assert sorted(scored) == sorted(2 * list(visible))                 # forward, then backward
 
 
-def peak_bytes(attend, inputs):
-    tracemalloc.start()
-    try:
-        forward_and_backward(attend, inputs)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_no_array_of_the_scores_size_is_made():
     L = S = 1024
     inputs = arrays((L, 4), (S, 4), (S, 4))          # 32 KiB each; one (L, S) array is 8 MiB
@@ -180,55 +158,43 @@ def test_the_op_saves_the_inputs_output_logsumexp_and_layout():
     np.testing.assert_array_equal(saved[-1], layout)
 
 
-def t(*shape, dtype=np.float64):
-    return ta.tensor(np.ones(shape, dtype), requires_grad=True)
-
-
-def sparse(layout, block_size=2, shapes=((2, 5, 4), (2, 3, 4), (2, 3, 6)), **kwargs):
-    """block_sparse_attention on L = 5 queries and S = 3 keys: blocks of 2 make (3, 2) pairs."""
-    return lambda: F.block_sparse_attention(*(t(*shape) for shape in shapes), layout, block_size,
-                                            **kwargs)
-
-
+QKV = ((2, 5, 4), (2, 3, 4), (2, 3, 6))      # L = 5, S = 3: blocks of 2 make (3, 2) pairs
 OK = np.ones((3, 2), bool)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (sparse(np.ones((2, 2), bool)), ValueError,
+@pytest.mark.parametrize("layout, kwargs, shapes, error, message", [
+    (np.ones((2, 2), bool), {}, QKV, ValueError,
      r"block_sparse_attention: layout of shape \(2, 2\) does not broadcast to \(\.\.\., Lb, Sb\) "
      r"= \(2, 3, 2\): L = 5 queries and S = 3 keys in blocks of 2 make 3 x 2 pairs of blocks"),
-    (sparse(np.ones((3, 2), bool), block_size=3), ValueError,
+    (OK, dict(block_size=3), QKV, ValueError,
      r"block_sparse_attention: layout of shape \(3, 2\) does not broadcast to \(\.\.\., Lb, Sb\) "
      r"= \(2, 2, 1\): L = 5 queries and S = 3 keys in blocks of 3"),
-    (sparse(np.ones((3, 3, 2), bool)), ValueError,                      # batch 3 against 2
+    (np.ones((3, 3, 2), bool), {}, QKV, ValueError,                    # batch 3 against 2
      r"block_sparse_attention: layout of shape \(3, 3, 2\) does not broadcast"),
-    (sparse(np.ones((4, 2, 3, 2), bool)), ValueError,                   # more axes than the batch
+    (np.ones((4, 2, 3, 2), bool), {}, QKV, ValueError,                 # more axes than the batch
      r"block_sparse_attention: layout of shape \(4, 2, 3, 2\) does not broadcast"),
-    (sparse(np.ones(2, bool)), ValueError,
+    (np.ones(2, bool), {}, QKV, ValueError,
      r"block_sparse_attention: layout of shape \(2,\) does not broadcast"),
-    (sparse(np.True_), ValueError, r"block_sparse_attention: layout of shape \(\) does not"),
-    (sparse(OK.astype(int)), TypeError,
+    (np.True_, {}, QKV, ValueError, r"block_sparse_attention: layout of shape \(\) does not"),
+    (OK.astype(int), {}, QKV, TypeError,
      r"block_sparse_attention: layout must hold booleans \(True: the pair of blocks is "
      r"visible\), got dtype int64"),
-    (sparse(OK.astype(float)), TypeError, r"layout must hold booleans .*got dtype float64"),
-    (sparse([["a", "b"]] * 3), TypeError,
+    (OK.astype(float), {}, QKV, TypeError, r"layout must hold booleans .*got dtype float64"),
+    ([["a", "b"]] * 3, {}, QKV, TypeError,
      r"block_sparse_attention: layout: expected numbers, got an array of dtype <U1"),
-    (sparse(OK, block_size=0), ValueError,
+    (OK, dict(block_size=0), QKV, ValueError,
      r"block_sparse_attention: block_size must be at least 1, got 0"),
-    (sparse(OK, block_size=2.0), TypeError,
+    (OK, dict(block_size=2.0), QKV, TypeError,
      r"block_sparse_attention: block_size must be an int, got 2.0"),
-    (sparse(OK, is_causal="yes"), TypeError,
+    (OK, dict(is_causal="yes"), QKV, TypeError,
      r"block_sparse_attention: is_causal must be a bool, got 'yes'"),
-    (sparse(OK, scale=float("nan")), ValueError,
+    (OK, dict(scale=float("nan")), QKV, ValueError,
      r"block_sparse_attention: scale must not be NaN"),
-    (sparse(OK, shapes=((2, 5, 4), (2, 3, 5), (2, 3, 6))), ValueError,
+    (OK, {}, ((2, 5, 4), (2, 3, 5), (2, 3, 6)), ValueError,
      r"block_sparse_attention: query and key disagree on E \(4 and 5\)"),
-    (sparse(OK, shapes=((2, 5, 0), (2, 3, 0), (2, 3, 6))), ValueError,
+    (OK, {}, ((2, 5, 0), (2, 3, 0), (2, 3, 6)), ValueError,
      r"block_sparse_attention: queries and keys need a width E of 1 or more"),
 ])
-def test_bad_input_is_named_before_the_op_runs(call, error, message, monkeypatch):
-    def reached(*args, **kwargs):
-        raise AssertionError("the op ran, so a graph node was built")
-    monkeypatch.setattr(ops.FlashAttention, "apply", reached)
-    with pytest.raises(error, match=message):
-        call()
+def test_bad_input_is_named_before_any_node_is_built(layout, kwargs, shapes, error, message):
+    assert_refused_before_any_node(F.block_sparse_attention, shapes,
+                                   dict(layout=layout, block_size=2) | kwargs, error, message)

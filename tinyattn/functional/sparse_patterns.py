@@ -165,22 +165,23 @@ def local_layout(num_blocks, window_blocks, is_causal=True):
     (causal) or |i - j| < window_blocks; `local_mask` with sizes counted in blocks.
 
     Contains, does not equal, the band of positions: expanded with blocks of b (and-ed with the
-    causal mask when causal), every query sees at least its (window_blocks - 1) b + 1 nearest keys
-    on each side it looks at and at most window_blocks b, so the mask lies between
-    local_mask(L, (window_blocks - 1) b + 1) and local_mask(L, window_blocks b): a staircase, the
-    first query of a block seeing the fewest keys and the last the most.
+    causal mask when causal), the mask lies between local_mask(L, (window_blocks - 1) b + 1) and
+    local_mask(L, window_blocks b), both with the same is_causal: a staircase, in which the
+    first query of a block sees the fewest keys behind it and the last one the most.
 
-    >>> print(local_layout(3, 2).astype(int))
-    [[1 0 0]
-     [1 1 0]
-     [0 1 1]]
-    >>> print((layout_mask(local_layout(3, 2), 2, 6) & local_mask(6, 6)).astype(int))
-    [[1 0 0 0 0 0]
-     [1 1 0 0 0 0]
-     [1 1 1 0 0 0]
-     [1 1 1 1 0 0]
-     [0 0 1 1 1 0]
-     [0 0 1 1 1 1]]
+    >>> print(local_layout(4, 2).astype(int))
+    [[1 0 0 0]
+     [1 1 0 0]
+     [0 1 1 0]
+     [0 0 1 1]]
+    >>> print((layout_mask(local_layout(4, 2), 2, 7) & local_mask(7, 7)).astype(int))
+    [[1 0 0 0 0 0 0]
+     [1 1 0 0 0 0 0]
+     [1 1 1 0 0 0 0]
+     [1 1 1 1 0 0 0]
+     [0 0 1 1 1 0 0]
+     [0 0 1 1 1 1 0]
+     [0 0 0 0 1 1 1]]
     """
     return local_mask(num_blocks, window_blocks, is_causal)                # (Lb, Lb)
 
@@ -194,12 +195,17 @@ def strided_layout(num_blocks, stride_blocks):
     (i - j) a multiple of stride_blocks b puts i and j at the same place in their blocks, in
     blocks a multiple of stride_blocks apart; the layout keeps those blocks whole.
 
-    >>> print(strided_layout(5, 2).astype(int))
-    [[1 0 0 0 0]
-     [0 1 0 0 0]
-     [1 0 1 0 0]
-     [0 1 0 1 0]
-     [1 0 1 0 1]]
+    In blocks of 2, with stride_blocks = 2 (which contains strided_mask(8, 4)):
+
+    >>> print((layout_mask(strided_layout(4, 2), 2, 8) & local_mask(8, 8)).astype(int))
+    [[1 0 0 0 0 0 0 0]
+     [1 1 0 0 0 0 0 0]
+     [0 0 1 0 0 0 0 0]
+     [0 0 1 1 0 0 0 0]
+     [1 1 0 0 1 0 0 0]
+     [1 1 0 0 1 1 0 0]
+     [0 0 1 1 0 0 1 0]
+     [0 0 1 1 0 0 1 1]]
     """
     return strided_mask(num_blocks, stride_blocks)                         # (Lb, Lb)
 
@@ -214,13 +220,11 @@ def sparse_transformer_layout(num_blocks, stride_blocks):
     block, and the strided keys are in the strided blocks. As with positions, two steps of
     attention take any key block to any later query block.
 
-    >>> print(sparse_transformer_layout(6, 2).astype(int))
-    [[1 0 0 0 0 0]
-     [1 1 0 0 0 0]
-     [1 1 1 0 0 0]
-     [0 1 1 1 0 0]
-     [1 0 1 1 1 0]
-     [0 1 0 1 1 1]]
+    >>> print(sparse_transformer_layout(4, 2).astype(int))
+    [[1 0 0 0]
+     [1 1 0 0]
+     [1 1 1 0]
+     [0 1 1 1]]
     """
     return sparse_transformer_mask(num_blocks, stride_blocks)              # (Lb, Lb)
 
