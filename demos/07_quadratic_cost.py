@@ -115,8 +115,9 @@ README_ENTRY = """\
    {sparse_length:,}, and there takes {block_sparse_vs_flash:.2f}× flash's time (measured in the
    same rounds); its time grows as L^{slope_time_block_sparse:.1f}. It computes SDPA under the mask
    its layout stands for (largest difference {block_sparse_max_difference:.0e}), which is another
-   function than plain attention ({block_sparse_relative_error:.0%} away at L =
-   {compare_length:,}). The sliding window (w = {window}) and
+   function than plain attention (at L = {compare_length:,}, ||out - plain|| / ||plain|| =
+   {block_sparse_relative_error:.2f}: each query averages the values of at most 2 × {block} keys, its
+   own block's and the first block's, instead of all the keys before it). The sliding window (w = {window}) and
    causal linear attention grow as L^{slope_time_sliding:.1f} and L^{slope_time_linear:.1f} in
    time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster than plain at L =
    {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
