@@ -119,8 +119,8 @@ README_ENTRY = """\
    {block_sparse_relative_error:.2f}: each query averages the values of at most 2 × {block} keys,
    its own block's and the first block's, instead of all the keys before it). The sliding window
    (w = {window}) and causal linear attention grow as L^{slope_time_sliding:.1f} and
-   L^{slope_time_linear:.1f} in time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster than plain at L =
-   {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
+   L^{slope_time_linear:.1f} in time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster
+   than plain at L = {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
    L^{slope_memory_linear:.2f} in memory, but compute other functions: on random inputs at L =
    {compare_length:,} their outputs are {sliding_relative_error:.0%} and
    {linear_relative_error:.0%} away from plain attention's (relative error), and past the first
