@@ -1,4 +1,4 @@
-"""Demo 7: the quadratic cost of attention, and three ways around it.
+"""Demo 7: the quadratic cost of attention, and four ways around it.
 
 What it shows: plain attention scores every query against every key, so its forward and backward
 hold (L, L) arrays: doubling the length quadruples the memory, and the time follows. It measures
@@ -6,8 +6,12 @@ one causal head of width 64 in float64, forward + backward with a random upstrea
 L = 256 ... 16,384, for
 
     plain SDPA        F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    flash             F.flash_attention(q, k, v, is_causal=True, block_size=128): the same
-                      function, block by block (128 is the block size its docstring recommends)
+    flash             F.flash_attention(q, k, v, is_causal=True): the same function, block by
+                      block (blocks of 64, its default): every pair of blocks on or below the
+                      diagonal, the full causal layout
+    block-sparse      F.block_sparse_attention(q, k, v, layout, 64, is_causal=True) with a local
+                      + global layout: each block of 64 queries sees its own block and the first
+                      one; flash's algorithm over those pairs of blocks only
     sliding window    F.sliding_window_attention(q, k, v, window=256): each query sees its 256
                       latest keys only
     linear, causal    F.linear_attention(q, k, v, is_causal=True, chunk_size=64): exp(q . k)
@@ -19,18 +23,22 @@ beyond); peak memory is what tracemalloc sees NumPy allocate during one forward 
 of its own: tracing slows Python down). The slopes of log(cost) against log(L), fitted over the four
 largest lengths each one ran at, say how the cost grows: 2 is quadratic, 1 linear. Plain SDPA is
 skipped where its peak, predicted from the bytes per L^2 it needed at the largest length it ran
-at, would pass a memory budget of 2.5 GiB, and the tables say so.
+at, would pass a memory budget of 2.5 GiB, and the tables say so. Block-sparse attention visits
+about 2 L / 64 pairs of blocks where flash visits about (L / 64)^2 / 2: the demo prints its time
+over flash's, measured in the same rounds, at L = 4,096, with the share of the pairs it visits.
 
 Then, on the same inputs at L = 1024, what each computes, against plain causal attention. Flash
-attention is plain attention computed in another order: its differences are rounding. The
-sliding window is plain attention for the first w queries, whose keys all lie in their window;
-each later query loses the part of its plain attention weight that falls outside the window
-(random queries and keys spread their weight over every key they see), and the demo measures how
-much that is. Linear attention weighs the values by phi(q) . phi(k) instead of exp(q . k):
-another function altogether. Both are models of their own, trained as such, not approximations
-of plain attention. Last, a picture of attention patterns, drawn from the masks of
-`tinyattn/functional/sparse_patterns.py`: full, causal, local (the sliding window's band),
-strided (Sparse Transformer) and global (Longformer).
+attention is plain attention computed in another order: its differences are rounding.
+Block-sparse attention is SDPA under the mask its layout stands for, to rounding too, and that
+is another function than plain attention. The sliding window is plain attention for the first w
+queries, whose keys all lie in their window; each later query loses the part of its plain
+attention weight that falls outside the window (random queries and keys spread their weight over
+every key they see), and the demo measures how much that is. Linear attention weighs the values
+by phi(q) . phi(k) instead of exp(q . k): another function altogether. These three are models of
+their own, trained as such, not approximations of plain attention. Last, a picture of attention
+patterns, drawn from the masks and layouts of `tinyattn/functional/sparse_patterns.py`: full,
+causal, local (the sliding window's band), the Sparse Transformer's (local + strided), Longformer's
+(a band and global tokens) and the block-sparse layout timed above (local + global blocks).
 
     python demos/07_quadratic_cost.py [output folder] [--quick]
 
@@ -47,25 +55,49 @@ import numpy as np
 import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools.bench.long_attention import (attention_inputs, flash_run, linear_run,
-                                                  sdpa_run, sliding_run, variant_names)
-from tinyattn.tools.bench.timing import interleaved, median_ratio, peak_memory
+from tinyattn.tools.bench.timing import (attention_inputs, forward_backward, interleaved,
+                                         median_ratio, peak_memory)
 
 WIDTH = 64
-FLASH_BLOCK = 128          # the block size F.flash_attention's docstring recommends
+BLOCK = 64                 # flash's and block-sparse attention's blocks (their default)
 WINDOW = 256
 CHUNK = 64                 # linear attention's chunks (its default)
 FULL = dict(lengths=[256, 512, 1024, 2048, 4096, 8192, 16384], budget=2.5 * 2 ** 30)
 QUICK = dict(lengths=[256, 512, 1024, 2048], budget=64 * 2 ** 20)
 FIT_POINTS = 4             # slopes are fitted over this many of the largest lengths
 COMPARE_LENGTH = 1024      # where the outputs are compared
+SPARSE_LENGTH = 4096       # where block-sparse attention's time is quoted against flash's
 PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
+PATTERN_BLOCK = 8          # the block of the block-sparse pattern drawn at L = 64
 GIB, MIB = 2 ** 30, 2 ** 20
 
+
+def local_and_global(length, block_size):
+    """Each block of queries sees its own block of keys (a local window of one block) and the
+    first block (a global one): (Lb, Lb) booleans."""
+    n = -(-length // block_size)                  # blocks, the last one maybe short
+    return F.local_layout(n, 1) | F.global_layout(n, [0])
+
+
+def block_sparse(q, k, v):
+    layout = local_and_global(q.shape[-2], BLOCK)                   # (L / 64, L / 64)
+    return F.block_sparse_attention(q, k, v, layout, BLOCK, is_causal=True)     # (L, 64)
+
+
 # Each run: (query, key, value, dL/d(output)) -> [output, dL/dquery, dL/dkey, dL/dvalue]
-RUNS = {"plain": sdpa_run, "flash": flash_run(FLASH_BLOCK), "sliding": sliding_run(WINDOW),
-        "linear": linear_run(CHUNK)}
-LABELS = dict(zip(RUNS, ("plain SDPA", *variant_names(FLASH_BLOCK, WINDOW, CHUNK))))
+RUNS = {
+    "plain": forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                             is_causal=True)),
+    "flash": forward_backward(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True,
+                                                                block_size=BLOCK)),
+    "block_sparse": forward_backward(block_sparse),
+    "sliding": forward_backward(lambda q, k, v: F.sliding_window_attention(q, k, v, WINDOW)),
+    "linear": forward_backward(lambda q, k, v: F.linear_attention(q, k, v, is_causal=True,
+                                                                  chunk_size=CHUNK)),
+}
+LABELS = {"plain": "plain SDPA", "flash": f"flash (block {BLOCK})",
+          "block_sparse": f"block-sparse, local + global ({BLOCK})",
+          "sliding": f"sliding window (w = {WINDOW})", "linear": f"linear, causal (C = {CHUNK})"}
 
 README_ENTRY = """\
 7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
@@ -77,10 +109,18 @@ README_ENTRY = """\
    {flash_max_difference:.0e}, gradients included) in memory growing as
    L^{slope_memory_flash:.2f} ({flash_memory_ratio:.0f}× less than plain at L =
    {plain_largest_length:,}, and {flash_speedup:.1f}× faster), but its time still grows as
-   L^{slope_time_flash:.1f} (plain: L^{slope_time_plain:.1f}). The sliding window (w = {window}) and
-   causal linear attention grow as L^{slope_time_sliding:.1f} and L^{slope_time_linear:.1f} in
-   time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster than plain at L =
-   {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
+   L^{slope_time_flash:.1f} (plain: L^{slope_time_plain:.1f}). Block-sparse attention with a local +
+   global layout (each block of {block} queries sees its own block and the first one) visits
+   {block_sparse_pairs:,} of the {causal_pairs:,} pairs of blocks that causal flash visits at L =
+   {sparse_length:,}, and there takes {block_sparse_vs_flash:.2f}× flash's time (measured in the
+   same rounds); its time grows as L^{slope_time_block_sparse:.1f}. It computes SDPA under the mask
+   its layout stands for (largest difference {block_sparse_max_difference:.0e}), which is another
+   function than plain attention (at L = {compare_length:,}, ||out - plain|| / ||plain|| =
+   {block_sparse_relative_error:.2f}: each query averages the values of at most 2 × {block} keys,
+   its own block's and the first block's, instead of all the keys before it). The sliding window
+   (w = {window}) and causal linear attention grow as L^{slope_time_sliding:.1f} and
+   L^{slope_time_linear:.1f} in time ({sliding_speedup:.0f}× and {linear_speedup:.0f}× faster
+   than plain at L = {plain_largest_length:,}) and as L^{slope_memory_sliding:.2f} and
    L^{slope_memory_linear:.2f} in memory, but compute other functions: on random inputs at L =
    {compare_length:,} their outputs are {sliding_relative_error:.0%} and
    {linear_relative_error:.0%} away from plain attention's (relative error), and past the first
@@ -89,7 +129,7 @@ README_ENTRY = """\
 
    ![time and peak memory against L, log-log, with fitted slopes](docs/pictures/quadratic_cost.png)
 
-   ![five attention patterns, from full to global](docs/pictures/attention_patterns.png)"""
+   ![six attention patterns, from full to block-sparse](docs/pictures/attention_patterns.png)"""
 
 
 def rounds_at(length, quick):
@@ -144,23 +184,44 @@ def slope(costs, name, value):
 
 def compare_outputs(length):
     """On the same inputs: each variant's output and gradients against plain causal SDPA's, and
-    the share of each query's plain attention weight that falls outside its window."""
+    block-sparse attention's against SDPA under its layout's mask; the share of each query's plain
+    attention weight that falls outside its window."""
     inputs = attention_inputs(length, WIDTH)
     plain = RUNS["plain"](*inputs)                    # [out, dL/dq, dL/dk, dL/dv]
+    sparse_mask = (F.layout_mask(local_and_global(length, BLOCK), BLOCK, length)
+                   & F.local_mask(length, length))    # (L, L) the layout's mask, and causal
+    masked = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=sparse_mask))(*inputs)
     compared = {}
-    for name in ("flash", "sliding", "linear"):
+    for name in ("flash", "block_sparse", "sliding", "linear"):
         results = RUNS[name](*inputs)
         compared[name] = {
-            "out": float(np.abs(results[0] - plain[0]).max()),
-            "grads": float(max(np.abs(got - want).max() for got, want in zip(results[1:],
-                                                                            plain[1:]))),
+            "out": largest_difference(results[:1], plain[:1]),
+            "grads": largest_difference(results[1:], plain[1:]),
             "relative": float(np.linalg.norm(results[0] - plain[0]) / np.linalg.norm(plain[0])),
             "first_window": float(np.abs(results[0][:WINDOW] - plain[0][:WINDOW]).max()),
         }
+    compared["block_sparse"]["masked_sdpa"] = largest_difference(RUNS["block_sparse"](*inputs),
+                                                                 masked)
     query, key, value, _ = inputs
     _, weights = F.attention(ta.tensor(query), ta.tensor(key), ta.tensor(value), is_causal=True)
     outside = (weights.data * ~F.local_mask(length, WINDOW)).sum(axis=-1)     # (L,) per query
     return compared, outside
+
+
+def largest_difference(arrays, references):
+    return float(max(np.abs(got - want).max() for got, want in zip(arrays, references)))
+
+
+def sparse_against_flash(cost, length):
+    """Block-sparse attention's time over flash's (the full causal layout), measured in the same
+    rounds at `length`, and how many pairs of blocks each visits."""
+    n = -(-length // BLOCK)
+    causal = F.local_layout(n, n)         # (Lb, Lb) a window of every block: the causal layout
+    return {"sparse_length": length,
+            "block_sparse_vs_flash": median_ratio(cost["times"], "block_sparse", "flash"),
+            "block_sparse_pairs": int((local_and_global(length, BLOCK) & causal).sum()),
+            "causal_pairs": int(causal.sum())}
 
 
 def print_costs(costs, budget):
@@ -191,6 +252,8 @@ def print_comparison(compared, outside, length):
     demo_tools.print_table(["variant", "max |out - plain|", "max |grad - plain's|",
                             "||out - plain|| / ||plain||", f"first {WINDOW}: max |out - plain|"],
                            rows)
+    print(f"\nBlock-sparse attention against SDPA under the mask its layout stands for: largest "
+          f"difference {compared['block_sparse']['masked_sdpa']:.1e}, gradients included.")
     print(f"\nPlain attention weight outside the window (w = {WINDOW}): "
           f"{outside[WINDOW:].mean():.0%} on average over queries {WINDOW} ... {length - 1}, "
           f"{outside[-1]:.0%} for the last one.")
@@ -203,7 +266,7 @@ def plot_costs(costs, budget, path):
     figure, (time_axes, memory_axes) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
     for axes, value, unit in ((time_axes, median_time, "processor seconds"),
                               (memory_axes, peak_mib, "MiB")):
-        for name, marker in zip(RUNS, "osD^"):
+        for name, marker in zip(RUNS, "osvD^"):
             lengths = [length for length, cost in costs.items() if name in cost["peaks"]]
             axes.plot(lengths, [value(costs[length], name) for length in lengths], marker=marker,
                       label=f"{LABELS[name]}: slope {slope(costs, name, value):.2f}")
@@ -228,15 +291,19 @@ def plot_costs(costs, budget, path):
 
 def attention_patterns(length):
     """{title: (L, L) booleans, True where query i (row) may attend to key j (column)}."""
+    causal = F.local_mask(length, length)         # a window of every key: causal attention
+    layout = local_and_global(length, PATTERN_BLOCK)
     return {
         "full": np.ones((length, length), dtype=bool),
-        "causal": np.tril(np.ones((length, length), dtype=bool)),
+        "causal": causal,
         f"local (sliding window,\nw = {PATTERN_WINDOW})": F.local_mask(length, PATTERN_WINDOW),
-        f"strided (Sparse Transformer,\nstride {PATTERN_STRIDE})":
+        f"Sparse Transformer (local\n+ strided, stride {PATTERN_STRIDE})":
             F.sparse_transformer_mask(length, PATTERN_STRIDE),
         f"global (Longformer: band\n|i - j| < {PATTERN_WINDOW}, tokens "
         f"{', '.join(map(str, GLOBAL_TOKENS))})":
             F.longformer_mask(length, PATTERN_WINDOW, GLOBAL_TOKENS),
+        f"block-sparse (local + global\nblocks of {PATTERN_BLOCK}, causal)":
+            F.layout_mask(layout, PATTERN_BLOCK, length) & causal,
     }
 
 
@@ -244,7 +311,7 @@ def plot_patterns(patterns, path):
     plt = demo_tools.pyplot()
     if plt is None:
         return None
-    figure, grid = plt.subplots(1, len(patterns), figsize=(3.2 * len(patterns), 3.9),
+    figure, grid = plt.subplots(1, len(patterns), figsize=(3.1 * len(patterns), 3.9),
                                 layout="constrained")
     for axes, (title, mask) in zip(grid, patterns.items()):
         axes.imshow(mask, cmap="Blues", vmin=0, vmax=1.4, interpolation="nearest")
@@ -276,6 +343,13 @@ def main(argv=None):
     demo_tools.print_table(["variant", "time", "faster than plain", "peak memory",
                             "less memory than plain"], rows)
 
+    sparse_length = max(length for length in costs if length <= SPARSE_LENGTH)
+    sparse = sparse_against_flash(costs[sparse_length], sparse_length)
+    print(f"\nAt L = {sparse_length:,}, block-sparse attention (local + global) took "
+          f"{sparse['block_sparse_vs_flash']:.3f}x flash's time (the full causal layout), "
+          f"visiting {sparse['block_sparse_pairs']:,} of the {sparse['causal_pairs']:,} pairs of "
+          f"blocks flash visits (1/{sparse['causal_pairs'] / sparse['block_sparse_pairs']:.1f}).")
+
     compared, outside = compare_outputs(COMPARE_LENGTH)
     print_comparison(compared, outside, COMPARE_LENGTH)
 
@@ -296,12 +370,13 @@ def main(argv=None):
         "plain_largest_length": common, "plain_peak_gib": cost["peaks"]["plain"] / GIB,
         "plain_skipped_from": skipped[0] if skipped else None,
         "plain_predicted_gib": costs[skipped[0]]["plain_predicted"] / GIB if skipped else None,
-        "compare_length": COMPARE_LENGTH,
+        "compare_length": COMPARE_LENGTH, **sparse,
         "flash_max_difference": max(compared["flash"]["out"], compared["flash"]["grads"]),
+        "block_sparse_max_difference": compared["block_sparse"]["masked_sdpa"],
         "sliding_first_window_max_difference": compared["sliding"]["first_window"],
         "weight_outside_window_mean": float(outside[WINDOW:].mean()),
         "weight_outside_window_last": float(outside[-1]),
-        "blas_threads": blas_threads, "width": WIDTH, "window": WINDOW,
+        "blas_threads": blas_threads, "width": WIDTH, "window": WINDOW, "block": BLOCK,
     }
     for name in RUNS:
         numbers[f"slope_time_{name}"] = slope(costs, name, median_time)

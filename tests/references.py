@@ -1,8 +1,9 @@
-"""Random inputs shared by the test files, two probes of what a tinyattn computation gives and
+"""Random inputs shared by the test files, probes of what a tinyattn computation gives and
 keeps, and a demo's quick run. (The NumPy references of softmax, attention, layer norm, ... live
 with the checklist's tables, in tinyattn/tools/checklist/, which the benchmarks use too.)"""
 import contextlib
 import io
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -23,6 +24,26 @@ def output_and_gradients(fn, arrays, upstream, **kwargs):
     out = fn(*leaves, **kwargs)
     out.backward(upstream)
     return [out.data] + [leaf.grad for leaf in leaves]
+
+
+def forward_and_backward(attend, inputs, seed=1):
+    """[output, dL/d(input) for each input] of `attend` on fresh leaves holding `inputs`, with a
+    random upstream gradient dL/d(output) of the output's dtype."""
+    leaves = [ta.tensor(x, requires_grad=True) for x in inputs]
+    out = attend(*leaves)
+    grad_out = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
+    out.backward(grad_out)
+    return [out.data] + [x.grad for x in leaves]
+
+
+def peak_bytes(attend, inputs):
+    """The most bytes tracemalloc sees held at once during forward_and_backward(attend, inputs)."""
+    tracemalloc.start()
+    try:
+        forward_and_backward(attend, inputs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def largest_saved_array(tensor):

@@ -55,8 +55,22 @@ def test_the_long_attention_bench_prints_its_table(capsys):
                                        window=4, chunk_size=4)
     out = capsys.readouterr().out
     assert "plain causal SDPA" in out and "time / plain" in out and "peak / plain" in out
-    assert set(ratios) == {"flash (block 4)", "sliding window (w = 4)", "linear, causal (C = 4)"}
+    assert set(ratios) == {"flash (block 4)", "block-sparse, local + global (4)",
+                           "sliding window (w = 4)", "linear, causal (C = 4)",
+                           long_attention.SPARSE_VS_FULL}
     assert all(time > 0 and memory > 0 for time, memory in ratios.values())
+    # L = 24 in blocks of 4: 6 blocks, 21 pairs on or below the diagonal, 6 + 5 local or global
+    assert ratios[long_attention.SPARSE_VS_FULL][1] == 11 / 21
+    assert "for 11 of the 21 pairs of blocks" in out
+
+
+def test_a_block_sparse_layout_other_than_its_reference_is_caught(monkeypatch):
+    layout = long_attention.local_and_global_layout
+    monkeypatch.setattr(long_attention, "block_sparse_run", lambda block_size: (
+        long_attention.forward_backward(lambda q, k, v: long_attention.F.block_sparse_attention(
+            q, k, v, ~layout(q.shape[-2], block_size), block_size, is_causal=True))))
+    with pytest.raises(AssertionError, match="block-sparse"):
+        long_attention.check_against_references(length=29, block_size=4, window=8, chunk_size=4)
 
 
 def test_generation_with_and_without_the_cache_agree():

@@ -3,7 +3,10 @@ only: tracemalloc counts the same bytes on every run, while times move with the 
 import importlib
 import json
 
+import numpy as np
 import pytest
+
+import tinyattn.functional as F
 
 demo = importlib.import_module("07_quadratic_cost")
 
@@ -21,6 +24,20 @@ def test_flash_computes_what_plain_attention_computes(quick_run):
     assert numbers["flash_relative_error"] < 1e-12
 
 
+def test_block_sparse_attention_computes_sdpa_under_its_layouts_mask(quick_run):
+    numbers, _ = quick_run
+    assert numbers["block_sparse_max_difference"] < 1e-12
+    assert numbers["block_sparse_relative_error"] > 0.1         # not plain attention
+
+
+def test_block_sparse_attention_visits_a_few_of_the_causal_pairs(quick_run):
+    numbers, _ = quick_run
+    assert numbers["sparse_length"] == 2048                     # the quick run's largest length
+    # 32 blocks of 64: 528 pairs on or below the diagonal; 32 local and 31 more global
+    assert (numbers["block_sparse_pairs"], numbers["causal_pairs"]) == (63, 528)
+    assert numbers["block_sparse_vs_flash"] > 0
+
+
 def test_sliding_window_and_linear_attention_compute_other_functions(quick_run):
     numbers, _ = quick_run
     assert numbers["sliding_first_window_max_difference"] < 1e-12   # the window holds every key
@@ -32,7 +49,7 @@ def test_sliding_window_and_linear_attention_compute_other_functions(quick_run):
 def test_plain_memory_grows_quadratically_the_others_linearly(quick_run):
     numbers, _ = quick_run
     assert 1.7 < numbers["slope_memory_plain"] < 2.1
-    for name in ("flash", "sliding", "linear"):
+    for name in ("flash", "block_sparse", "sliding", "linear"):
         assert numbers[f"slope_memory_{name}"] < 1.1
         assert numbers["slope_memory_plain"] > numbers[f"slope_memory_{name}"] + 0.6
         assert numbers[f"{name}_memory_ratio"] > 2
@@ -50,6 +67,19 @@ def test_plain_attention_is_skipped_past_the_budget_and_the_table_says_so(quick_
     demo.print_costs(costs, budget)
     out = capsys.readouterr().out
     assert "skipped" in out and "at L = 128" in out
+
+
+def test_each_pattern_is_drawn_under_its_own_name():
+    length, stride, block = demo.PATTERN_LENGTH, demo.PATTERN_STRIDE, demo.PATTERN_BLOCK
+    patterns = demo.attention_patterns(length)
+    titles = {" ".join(title.split()): mask for title, mask in patterns.items()}
+    np.testing.assert_array_equal(
+        titles[f"Sparse Transformer (local + strided, stride {stride})"],
+        F.local_mask(length, stride) | F.strided_mask(length, stride))
+    i, j = np.indices((length, length))                  # query i, key j
+    np.testing.assert_array_equal(
+        titles[f"block-sparse (local + global blocks of {block}, causal)"],
+        (j <= i) & ((j // block == i // block) | (j // block == 0)))
 
 
 def test_readme_entry_is_filled_from_the_numbers(quick_run):

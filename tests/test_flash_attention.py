@@ -2,25 +2,13 @@
 gradient (random upstream gradients), for any lengths and block sizes; it keeps only O(L) numbers
 besides its inputs and output, and refuses bad input at the door. (Its gradients against finite
 differences: the flash rows of tests/test_checklist.py.)"""
-import tracemalloc
-
 import numpy as np
 import pytest
-from references import arrays
+from references import arrays, forward_and_backward, peak_bytes
 
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn import ops
-
-
-def forward_and_backward(attend, inputs, seed=1):
-    """[output, dL/dquery, dL/dkey, dL/dvalue] of `attend` on fresh leaves holding `inputs`, with
-    a random upstream gradient dL/d(output)."""
-    leaves = [ta.tensor(x, requires_grad=True) for x in inputs]
-    out = attend(*leaves)
-    grad_out = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
-    out.backward(grad_out)
-    return [out.data] + [x.grad for x in leaves]
 
 
 def flash_and_plain(shapes, is_causal, block_size, scale=None, dtype=np.float64):
@@ -78,24 +66,16 @@ def test_no_keys_gives_zeros_never_nan():
     np.testing.assert_array_equal(out, plain[0])
 
 
-def test_one_op_saving_only_inputs_output_and_logsumexp():
+def test_one_op_saving_only_inputs_output_logsumexp_and_its_layout():
     query, key, value = (ta.tensor(x, requires_grad=True) for x in arrays(*LONGER_QUERIES))
     out = F.flash_attention(query, key, value, is_causal=True, block_size=2)
     node = out._node
     assert node.name == "flash_attention"
     assert [p.tensor() for p in node.parents] == [query, key, value]   # one node, no others
     saved = [x for x in node.saved if isinstance(x, np.ndarray)]
-    assert [x.shape for x in saved] == [(2, 9, 4), (2, 5, 4), (2, 5, 3), (2, 9, 3), (2, 9)]
+    assert [x.shape for x in saved] == [(2, 9, 4), (2, 5, 4), (2, 5, 3), (2, 9, 3), (2, 9), (5, 3)]
     assert saved[3] is out.data
-
-
-def peak_bytes(attend, inputs):
-    tracemalloc.start()
-    try:
-        forward_and_backward(attend, inputs)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    assert saved[5].dtype == bool and saved[5].all()            # every pair of blocks visible
 
 
 def test_no_array_of_the_scores_size_is_made():

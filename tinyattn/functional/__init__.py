@@ -3,22 +3,27 @@
 Read in this order: basics (activations, softmax, layer norm, dropout, cross-entropy), then
 scaled_dot_product (attention, with shape comments on every line), then positions (the sinusoidal
 table, rotary embeddings, ALiBi), then attention that scales: fused_attention (FlashAttention's
-door: the same attention, block by block), sparse_patterns (masks of the Sparse Transformer and
-Longformer), sliding_window (a band computed chunk by chunk) and linear_attention (Katharopoulos
-et al. 2020, causal by chunks).
+door: the same attention, block by block, and block-sparse attention over the visible blocks only),
+sparse_patterns (masks and block layouts of the Sparse Transformer and Longformer), sliding_window
+(a band computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020, causal by
+chunks).
 """
 from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
                                         cross_entropy)
 from tinyattn.functional.scaled_dot_product import attention, scaled_dot_product_attention
 from tinyattn.functional.positions import sinusoidal_positions, rope, alibi_slopes, alibi_bias
-from tinyattn.functional.fused_attention import flash_attention
+from tinyattn.functional.fused_attention import flash_attention, block_sparse_attention
 from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, sparse_transformer_mask,
-                                                 global_mask, longformer_mask)
+                                                 global_mask, longformer_mask, local_layout,
+                                                 strided_layout, sparse_transformer_layout,
+                                                 global_layout, layout_mask)
 from tinyattn.functional.sliding_window import sliding_window_attention
 from tinyattn.functional.linear_attention import linear_attention, linear_attention_step
 
 __all__ = ["softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
            "cross_entropy", "attention", "scaled_dot_product_attention", "sinusoidal_positions",
-           "rope", "alibi_slopes", "alibi_bias", "flash_attention", "local_mask", "strided_mask",
-           "sparse_transformer_mask", "global_mask", "longformer_mask",
+           "rope", "alibi_slopes", "alibi_bias", "flash_attention", "block_sparse_attention",
+           "local_mask", "strided_mask", "sparse_transformer_mask", "global_mask",
+           "longformer_mask", "local_layout", "strided_layout", "sparse_transformer_layout",
+           "global_layout", "layout_mask",
            "sliding_window_attention", "linear_attention", "linear_attention_step"]

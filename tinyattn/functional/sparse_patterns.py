@@ -1,4 +1,5 @@
-"""Sparse attention patterns as boolean masks: which keys each query may see.
+"""Sparse attention patterns as boolean masks: which keys each query may see; and as block layouts:
+which blocks of keys each block of queries may see.
 
 Each function returns an (L, L) NumPy array of booleans, True where query i (the row) may attend
 to key j (the column), to pass as the `attn_mask` of `F.scaled_dot_product_attention`:
@@ -15,13 +16,29 @@ Papers: Child et al. 2019, "Generating Long Sequences with Sparse Transformers";
 
 A mask changes what attention computes, not what it costs: SDPA still scores all L x L pairs and
 then throws the masked ones away. The savings come from code that never scores those pairs:
-`F.sliding_window_attention` computes the band of `local_mask` in L * window work.
+`F.sliding_window_attention` computes the band of `local_mask` in L * window work, and
+`F.block_sparse_attention` computes attention over the pairs of blocks that a block layout marks
+visible, skipping the others. A block layout is an (Lb, Sb) array of booleans, one per pair of a
+block of queries and a block of keys (blocks of b positions): the coarse version of a pattern,
+which hardware and kernels can skip a block at a time (the Sparse Transformer's own kernels work
+so, with blocks of 32 to 128). The layouts below are the patterns above drawn on the grid of
+blocks instead of positions, so each is the mask of the same name with sizes counted in blocks:
+
+    local_layout               query block i sees the window_blocks nearest key blocks
+    strided_layout             every stride_blocks-th key block back
+    sparse_transformer_layout  the union of the two
+    global_layout              chosen blocks see every block and are seen by every block
+
+Layouts combine with | (Longformer's: local_layout(n, w, is_causal=False) | global_layout(n,
+[0])), and `layout_mask` expands one to the (L, S) mask it stands for. Expanded, a layout keeps
+whole blocks, so it contains its pattern's mask (each docstring says which, and where it equals
+one); tests/test_sparse_patterns.py checks each claim.
 """
 import numpy as np
 
 from tinyattn import arguments
-from tinyattn.arguments import at_least, door
-from tinyattn.plumbing import numeric_array
+from tinyattn.arguments import at_least, door, optional
+from tinyattn.plumbing import data_of, numeric_array
 
 
 def in_band(i, j, window, is_causal=True):
@@ -96,11 +113,11 @@ def sparse_transformer_mask(length, stride):
     return local_mask(length, stride) | strided_mask(length, stride)
 
 
-def positions_fit(length, positions, **_):
+def positions_fit(length, positions, counted="positions", **_):
     """The global positions: ints in [0, length) ([] is none)."""
     positions = numeric_array(positions, "positions")
     arguments.ids("positions", positions.astype(int) if positions.size == 0 else positions,
-                  length, "positions")
+                  length, counted)
 
 
 @door(positions_fit, length=at_least(0))
@@ -137,3 +154,131 @@ def longformer_mask(length, window, positions):
      [1 0 0 0 1 1]]
     """
     return local_mask(length, window, is_causal=False) | global_mask(length, positions)
+
+
+# ------------------------------------------------------------------------------------------------
+# Block layouts: the patterns on the grid of blocks, for `F.block_sparse_attention`
+
+@door(num_blocks=at_least(0), window_blocks=at_least(1), is_causal=bool)
+def local_layout(num_blocks, window_blocks, is_causal=True):
+    """The band on blocks: query block i sees key blocks j with i - window_blocks < j <= i
+    (causal) or |i - j| < window_blocks; `local_mask` with sizes counted in blocks.
+
+    Contains, does not equal, the band of positions: expanded with blocks of b (and-ed with the
+    causal mask when causal), the mask lies between local_mask(L, (window_blocks - 1) b + 1) and
+    local_mask(L, window_blocks b), both with the same is_causal: a staircase, in which the
+    first query of a block sees the fewest keys behind it and the last one the most.
+
+    >>> print(local_layout(4, 2).astype(int))
+    [[1 0 0 0]
+     [1 1 0 0]
+     [0 1 1 0]
+     [0 0 1 1]]
+    >>> print((layout_mask(local_layout(4, 2), 2, 7) & local_mask(7, 7)).astype(int))
+    [[1 0 0 0 0 0 0]
+     [1 1 0 0 0 0 0]
+     [1 1 1 0 0 0 0]
+     [1 1 1 1 0 0 0]
+     [0 0 1 1 1 0 0]
+     [0 0 1 1 1 1 0]
+     [0 0 0 0 1 1 1]]
+    """
+    return local_mask(num_blocks, window_blocks, is_causal)                # (Lb, Lb)
+
+
+@door(num_blocks=at_least(0), stride_blocks=at_least(1))
+def strided_layout(num_blocks, stride_blocks):
+    """Causal, every `stride_blocks`-th key block back: j <= i and (i - j) a multiple of
+    stride_blocks; `strided_mask` with sizes counted in blocks.
+
+    Contains, does not equal, the strided pattern of positions with stride stride_blocks b:
+    (i - j) a multiple of stride_blocks b puts i and j at the same place in their blocks, in
+    blocks a multiple of stride_blocks apart; the layout keeps those blocks whole.
+
+    In blocks of 2, with stride_blocks = 2 (which contains strided_mask(8, 4)):
+
+    >>> print((layout_mask(strided_layout(4, 2), 2, 8) & local_mask(8, 8)).astype(int))
+    [[1 0 0 0 0 0 0 0]
+     [1 1 0 0 0 0 0 0]
+     [0 0 1 0 0 0 0 0]
+     [0 0 1 1 0 0 0 0]
+     [1 1 0 0 1 0 0 0]
+     [1 1 0 0 1 1 0 0]
+     [0 0 1 1 0 0 1 0]
+     [0 0 1 1 0 0 1 1]]
+    """
+    return strided_mask(num_blocks, stride_blocks)                         # (Lb, Lb)
+
+
+@door(num_blocks=at_least(0), stride_blocks=at_least(1))
+def sparse_transformer_layout(num_blocks, stride_blocks):
+    """The Sparse Transformer's strided pattern on blocks: `local_layout` | `strided_layout`
+    with window = stride = stride_blocks.
+
+    Contains, does not equal, sparse_transformer_mask(L, stride_blocks b): the last
+    stride_blocks b keys of query i reach back at most into block i - stride_blocks, a strided
+    block, and the strided keys are in the strided blocks. As with positions, two steps of
+    attention take any key block to any later query block.
+
+    >>> print(sparse_transformer_layout(4, 2).astype(int))
+    [[1 0 0 0]
+     [1 1 0 0]
+     [1 1 1 0]
+     [0 1 1 1]]
+    """
+    return sparse_transformer_mask(num_blocks, stride_blocks)              # (Lb, Lb)
+
+
+def block_positions_fit(num_blocks, positions, **_):
+    """The global blocks: ints in [0, num_blocks) ([] is none)."""
+    positions_fit(num_blocks, positions, counted="blocks")
+
+
+@door(block_positions_fit, num_blocks=at_least(0))
+def global_layout(num_blocks, positions):
+    """Global blocks: the blocks at `positions` see every block and every block sees them;
+    `global_mask` with positions counted in blocks.
+
+    Equals global_mask(L, every position of those blocks) once expanded, so it contains
+    global_mask(L, positions) for any global positions that lie in those blocks: a global token
+    at position p needs the block p // b.
+
+    >>> print(global_layout(4, [0]).astype(int))
+    [[1 1 1 1]
+     [1 0 0 0]
+     [1 0 0 0]
+     [1 0 0 0]]
+    """
+    return global_mask(num_blocks, positions)                              # (Lb, Lb)
+
+
+def layout_fits(layout, block_size, length, key_length=None, **_):
+    """A layout of booleans whose last two axes are the blocks of the length queries and the
+    key_length keys; returns it as a NumPy array."""
+    layout = numeric_array(data_of(layout), "layout")
+    S = length if key_length is None else key_length
+    blocks = (-(-length // block_size), -(-S // block_size))                # (Lb, Sb)
+    if layout.dtype != np.bool_:
+        raise TypeError(f"layout must hold booleans, got dtype {layout.dtype}")
+    if layout.shape[-2:] != blocks:
+        raise ValueError(f"layout must have shape (..., {blocks[0]}, {blocks[1]}) for {length} "
+                         f"queries and {S} keys in blocks of {block_size}, got {layout.shape}")
+    return {"layout": layout}
+
+
+@door(layout_fits, block_size=at_least(1), length=at_least(0),
+      key_length=optional(at_least(0)))
+def layout_mask(layout, block_size, length, key_length=None):
+    """The mask of positions a block layout stands for: kron(layout, ones((b, b)))[:L, :S], each
+    entry of the layout (..., Lb, Sb) repeated over a block of b x b pairs, cut to the `length`
+    queries and `key_length` keys (default: as many as queries), for a last block that is short.
+    What `F.block_sparse_attention(..., layout, block_size)` computes is SDPA under this mask.
+
+    >>> print(layout_mask(np.array([[True, False], [True, True]]), 2, 3).astype(int))
+    [[1 1 0]
+     [1 1 0]
+     [1 1 1]]
+    """
+    S = length if key_length is None else key_length
+    mask = layout.repeat(block_size, axis=-2).repeat(block_size, axis=-1)  # (..., Lb b, Sb b)
+    return mask[..., :length, :S]                                          # (..., L, S)

@@ -1,7 +1,8 @@
 """The ops: one class per differentiable operation, each a `Function` with forward and backward.
 
 Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm, then
-flash_attention (a whole attention fused into one op, block by block).
+flash_attention (a whole attention fused into one op, block by block, over the pairs of blocks a
+layout marks visible).
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
                                       Elu, Gelu, Where, where)

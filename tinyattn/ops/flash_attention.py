@@ -1,5 +1,6 @@
 """FlashAttention-2: the attention of `F.scaled_dot_product_attention`, computed block by block as
-one fused op, so that the (L, S) scores are never held at once."""
+one fused op, so that the (L, S) scores are never held at once; over the pairs of blocks that a
+block layout marks visible, so that block-sparse attention skips the work its mask hides."""
 import numpy as np
 
 from tinyattn.engine import Function
@@ -10,17 +11,26 @@ def blocks(length, block_size):
     return [slice(start, min(start + block_size, length)) for start in range(0, length, block_size)]
 
 
-def visible(rows, cols, is_causal):
-    """Whether a query of the block `rows` sees a key of the block `cols`: always, unless causal
-    and the whole block lies above the diagonal (every key j after every query i)."""
-    return not is_causal or cols.start < rows.stop
+def visited_pairs(layout, is_causal):
+    """(Lb, Sb) booleans: the pairs (query block i, key block j) that some query of the batch sees,
+    from a layout (..., Lb, Sb). When causal, key block j must also start before query block i
+    ends, which with one block size for both means j <= i: the blocks wholly above the diagonal
+    are never visited."""
+    pairs = layout.any(axis=tuple(range(layout.ndim - 2)))          # (Lb, Sb)
+    if is_causal:
+        pairs = pairs & np.tri(*pairs.shape, dtype=bool)             # (Lb, Sb) j <= i
+    return pairs
 
 
-def block_scores(Q_i, K_j, rows, cols, scale, is_causal):
-    """S_ij = scale * Q_i K_j^T, the scores of the queries `rows` against the keys `cols`; when
-    causal, a pair with key j > query i gets -inf (only a block crossing the diagonal has any)."""
+def block_scores(Q_i, K_j, rows, cols, scale, is_causal, seen):
+    """S_ij = scale * Q_i K_j^T, the scores of the queries `rows` against the keys `cols`; -inf
+    where a pair is hidden: in the (batch, head) entries whose layout hides this pair of blocks
+    (`seen`, the layout's (...) entries for it), and when causal above the diagonal (only a block
+    crossing it has such pairs)."""
     S_ij = Q_i @ K_j.swapaxes(-1, -2)                               # (..., Br, Bc)
     S_ij *= scale                                                   # (..., Br, Bc)
+    if not seen.all():                                              # a per-(batch, head) layout
+        S_ij = np.where(seen[..., np.newaxis, np.newaxis], S_ij, -np.inf)   # (..., Br, Bc)
     if is_causal and cols.stop - 1 > rows.start:                    # a key after a query
         query = np.arange(rows.start, rows.stop)[:, np.newaxis]     # (Br, 1)
         hidden = query < np.arange(cols.start, cols.stop)           # (Br, Bc)
@@ -30,7 +40,8 @@ def block_scores(Q_i, K_j, rows, cols, scale, is_causal):
 
 class FlashAttention(Function):
     """O = softmax(scale * Q K^T) V, block by block (Tri Dao, "FlashAttention-2: Faster Attention
-    with Better Parallelism and Work Partitioning", 2023: Algorithms 1 (forward) and 2 (backward)).
+    with Better Parallelism and Work Partitioning", 2023: Algorithms 1 (forward) and 2 (backward)),
+    over the pairs of blocks that `layout` marks visible.
 
     Q (..., L, E), K (..., S, E), V (..., S, Ev) -> O (..., L, Ev). The steps below carry the
     paper's numbers and symbols: blocks Q_i of queries (rows) and K_j, V_j of keys (columns),
@@ -39,10 +50,10 @@ class FlashAttention(Function):
     and Bc are the lengths of the current query and key blocks: block_size, or less for a last
     block.
 
-    Forward (Algorithm 1). For each block of queries, walk the blocks of keys keeping, per query,
-    the largest score m seen so far, the sum l of exp(score - m) and an unnormalised output O_i.
-    When a new block raises the maximum from m_old to m_new, the sums and outputs gathered so far
-    were computed against m_old and are multiplied by exp(m_old - m_new) <= 1; after the last
+    Forward (Algorithm 1). For each block of queries, walk the blocks of keys it sees, keeping, per
+    query, the largest score m seen so far, the sum l of exp(score - m) and an unnormalised output
+    O_i. When a new block raises the maximum from m_old to m_new, the sums and outputs gathered so
+    far were computed against m_old and are multiplied by exp(m_old - m_new) <= 1; after the last
     block, O_i is divided by l once. Saved for backward: Q, K, V, O and one number per query,
     logsumexp = m + log l, from which any block of weights comes back as
     P_ij = exp(S_ij - logsumexp_i).
@@ -57,17 +68,31 @@ class FlashAttention(Function):
     dV_j += P_ij^T dO_i, dP_ij = dO_i V_j^T, dS_ij = P_ij * (dP_ij - D_i) (the softmax backward of
     `Softmax`), dQ_i += scale * dS_ij K_j, dK_j += scale * dS_ij^T Q_i.
 
+    The layout: which pairs of blocks are visited. `layout` (..., Lb, Sb) holds one boolean per
+    (query block, key block) pair, Lb = ceil(L / block_size) and Sb = ceil(S / block_size), and
+    the op computes softmax over the keys of the visible blocks only: the attention of SDPA under
+    the mask kron(layout, ones(block_size, block_size))[:L, :S]. Both passes loop over the visible
+    pairs and nothing else, so a layout with a tenth of the pairs costs about a tenth of the work.
+    `F.flash_attention` is this op with every pair visible; `F.block_sparse_attention` passes the
+    user's layout. One op serves both because sparsity changes only which pairs the two loops
+    visit: the online softmax, the saved logsumexp and the backward are the same, and a second op
+    would repeat them line for line. A layout with leading (batch, head) axes is visited where any
+    entry sees a pair, and the entries that do not see it get -inf scores in that block.
+
     What differs from the paper:
     * The scale: the paper writes S = Q K^T; here S = scale * Q K^T, so dQ and dK carry the scale.
     * `is_causal` (key j seen by query i when j <= i, for L != S too, as in SDPA): blocks wholly
       above the diagonal are skipped, in both passes; a block crossing it gets -inf scores there.
-      With one block size for queries and keys, every query of a crossing block sees its first
-      key, so no row of a visited block is wholly at -inf.
     * One `block_size` for both the query blocks (the paper's B_r) and the key blocks (B_c); the
       last block of each may be shorter. Leading (batch, head) axes broadcast as in SDPA.
     * "On chip" (SRAM) and "HBM" become small and large NumPy arrays. dK_j, dV_j are views into
       dK, dV, accumulated in place; dQ_i is accumulated in place as well (the paper's atomic adds).
-    * A query that sees no key at all (only when S = 0) gets a zero output, as in SDPA.
+    * A query that sees no key (every block of its row hidden, or S = 0) gets a zero output, as in
+      SDPA. Its row of scores may be all -inf in a visited block, so exponents are taken against
+      m_safe, its running max or 0 while that is still -inf: exp(-inf - 0) = 0, never
+      exp(-inf + inf) = NaN. Its sum l stays 0, so its logsumexp is log 0 = -inf; what is saved is
+      +inf, the logsumexp that makes every recomputed weight exp(S_ij - inf) = 0, which is what a
+      zero output row means: its gradients are 0 too.
     * Erratum: Algorithm 1, line 10 of the paper reads O_i = diag(e^(m_old - m_new))^-1 O_i + ...
       The inverse is a misprint (flash-attention GitHub issue 991): the old accumulator is
       multiplied by e^(m_old - m_new) <= 1, as the authors' code does; the inverse belongs to
@@ -75,11 +100,10 @@ class FlashAttention(Function):
 
     Memory. Plain attention keeps two (..., L, S) arrays for its backward (the scores and the
     weights) besides the causal mask, and its backward makes several more; each is 8 L S bytes in
-    float64, 128 MiB at L = S = 4096. Flash keeps O(L) numbers besides its inputs and output, and
-    no scores larger than (..., block_size, block_size). tests/test_flash_attention.py measures
-    it (tracemalloc, L = S = 1024): flash's peak stays under 1/8 of one (L, S) array, where plain
-    attention's passes two of them. `python -m tinyattn bench 4` and demo 7 print both peaks at
-    longer lengths.
+    float64, 128 MiB at L = S = 4096. Flash keeps O(L) numbers besides its inputs and output (and
+    the layout, Lb Sb booleans), and no scores larger than (..., block_size, block_size).
+    tests/test_flash_attention.py measures it with tracemalloc; `python -m tinyattn bench 4` and
+    demo 7 print the peaks at longer lengths.
 
     Speed. NumPy cannot show the paper's speed-up at short lengths. Each visited pair of blocks
     costs a fixed overhead of NumPy calls, however small the blocks, where plain attention does
@@ -92,46 +116,52 @@ class FlashAttention(Function):
     tinyattn bench 4` at L = 4096.
 
     Block size. Smaller blocks pay the per-pair overhead more often (about (L / block_size)^2 / 2
-    pairs when causal); larger ones leave the cache (a (b, b) float64 block is 8 b^2 bytes: 128
-    KiB for b = 128) and mask away more of the diagonal blocks. `bench_flash` in
-    tinyattn/tools/bench/long_attention.py sweeps the block sizes against plain attention
-    (OPENBLAS_NUM_THREADS=1 python -c "from tinyattn.tools.bench.long_attention import
-    bench_flash; bench_flash(11)"); 128 did best in that sweep on the machine this was written
-    on, so 128 is recommended, and is what demo 7 and the bench use (64 is the signature's
-    default). Run the sweep to choose on another machine.
+    pairs when causal); larger ones leave the cache (a (b, b) float64 block is 8 b^2 bytes: 32
+    KiB for b = 64, 128 KiB for b = 128), mask away more of the diagonal blocks, and make a
+    sparse layout coarser (a local window of whole blocks of 128 keys, say). The default, 64, is
+    what this project recommends for both functions: a pair of (64, 64) blocks already does
+    enough arithmetic for the fixed cost of its NumPy calls to be a small part of it, so larger
+    blocks gain little on dense attention while making every layout coarser. How little, on a
+    given machine, `bench_flash` in tinyattn/tools/bench/long_attention.py prints: it sweeps the
+    block sizes against plain attention, with the cost of a pair of 1 x 1 blocks (the calls
+    alone) for comparison.
     """
 
-    def forward(self, Q, K, V, scale, is_causal, block_size):
+    def forward(self, Q, K, V, scale, is_causal, block_size, layout):
         L, S, Ev = Q.shape[-2], K.shape[-2], V.shape[-1]
         batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])    # the "..." axes
         O = np.empty(batch + (L, Ev), Q.dtype)                               # (..., L, Ev)
         logsumexp = np.empty(batch + (L,), Q.dtype)                          # (..., L)
         key_blocks = blocks(S, block_size)
-        for rows in blocks(L, block_size):                    # 1. one block of queries at a time
+        pairs = visited_pairs(layout, is_causal)                             # (Lb, Sb)
+        for i, rows in enumerate(blocks(L, block_size)):  # 1. one block of queries at a time
             Q_i = Q[..., rows, :]                                            # (..., Br, E)
             Br = rows.stop - rows.start                       # block_size, or fewer at the end
             O_i = np.zeros(batch + (Br, Ev), Q.dtype)         # (..., Br, Ev) not normalised yet
             l_i = np.zeros(batch + (Br, 1), Q.dtype)          # (..., Br, 1)  running row sum
             m_i = np.full(batch + (Br, 1), -np.inf, Q.dtype)  # (..., Br, 1)  running row max
-            for cols in key_blocks:                           # 2. each key block it sees
-                if not visible(rows, cols, is_causal):
-                    continue
+            for j in np.flatnonzero(pairs[i]):                # 2. each key block it sees
+                cols = key_blocks[j]
                 K_j, V_j = K[..., cols, :], V[..., cols, :]          # (..., Bc, E), (..., Bc, Ev)
-                S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal)  # (..., Br, Bc)
+                S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal,
+                                    layout[..., i, j])                       # (..., Br, Bc)
                 m_new = np.maximum(m_i, S_ij.max(axis=-1, keepdims=True))    # (..., Br, 1)
-                P_ij = np.exp(S_ij - m_new)                                  # (..., Br, Bc)
-                rescale = np.exp(m_i - m_new)         # (..., Br, 1) e^(m_old - m_new), line 10
+                m_safe = np.where(m_new == -np.inf, 0, m_new)   # (..., Br, 1) no key seen yet
+                P_ij = np.exp(S_ij - m_safe)                                 # (..., Br, Bc)
+                rescale = np.exp(m_i - m_safe)        # (..., Br, 1) e^(m_old - m_new), line 10
                 l_i = rescale * l_i + P_ij.sum(axis=-1, keepdims=True)       # (..., Br, 1)
                 O_i = rescale * O_i + P_ij @ V_j                             # (..., Br, Ev)
                 m_i = m_new                                                  # (..., Br, 1)
-            l_i = np.where(l_i == 0, 1, l_i)          # (..., Br, 1) no key seen (S = 0): O_i = 0
+            sees_none = l_i == 0                      # (..., Br, 1) no key seen: O_i stays 0
+            l_i = np.where(sees_none, 1, l_i)                                # (..., Br, 1)
             O[..., rows, :] = O_i / l_i               # 3. normalise once     (..., Br, Ev)
-            logsumexp[..., rows] = (m_i + np.log(l_i))[..., 0]               # (..., Br)
-        self.saved = (Q, K, V, O, logsumexp, scale, is_causal, block_size)
+            logsumexp[..., rows] = np.where(sees_none, np.inf,
+                                            m_i + np.log(l_i))[..., 0]       # (..., Br)
+        self.saved = (Q, K, V, O, logsumexp, scale, is_causal, block_size, layout)
         return O
 
     def backward(self, grad):
-        Q, K, V, O, logsumexp, scale, is_causal, block_size = self.saved
+        Q, K, V, O, logsumexp, scale, is_causal, block_size, layout = self.saved
         (L, E), (S, Ev) = Q.shape[-2:], V.shape[-2:]
         dO = grad                                                            # (..., L, Ev)
         batch = dO.shape[:-2]                                                # the "..." axes
@@ -140,15 +170,16 @@ class FlashAttention(Function):
         dK = np.zeros(batch + (S, E), Q.dtype)                               # (..., S, E)
         dV = np.zeros(batch + (S, Ev), Q.dtype)                              # (..., S, Ev)
         query_blocks = blocks(L, block_size)
-        for cols in blocks(S, block_size):                    # 2. one block of keys at a time
+        pairs = visited_pairs(layout, is_causal)                             # (Lb, Sb)
+        for j, cols in enumerate(blocks(S, block_size)):  # 2. one block of keys at a time
             K_j, V_j = K[..., cols, :], V[..., cols, :]              # (..., Bc, E), (..., Bc, Ev)
             dK_j, dV_j = dK[..., cols, :], dV[..., cols, :]          # views into dK and dV
-            for rows in query_blocks:                         # 3. the query blocks that see it
-                if not visible(rows, cols, is_causal):
-                    continue
+            for i in np.flatnonzero(pairs[:, j]):             # 3. the query blocks that see it
+                rows = query_blocks[i]
                 Q_i, dO_i = Q[..., rows, :], dO[..., rows, :]        # (..., Br, E), (..., Br, Ev)
                 dQ_i = dQ[..., rows, :]                              # (..., Br, E) a view into dQ
-                S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal)  # (..., Br, Bc)
+                S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal,
+                                    layout[..., i, j])                       # (..., Br, Bc)
                 P_ij = np.exp(S_ij - logsumexp[..., rows, np.newaxis])       # (..., Br, Bc)
                 dV_j += P_ij.swapaxes(-1, -2) @ dO_i                         # (..., Bc, Ev)
                 dP_ij = dO_i @ V_j.swapaxes(-1, -2)                          # (..., Br, Bc)

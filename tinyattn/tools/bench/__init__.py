@@ -4,16 +4,17 @@ PyTorch), and what the attention variants and the key/value cache save.
 Each part runs the computations it compares interleaved (A B C A B C ...), so that a noisy
 neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
 with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
-to be installed; part 4 flash, sliding-window and linear attention against plain attention; part
-5 generation with and without the cache. What is reported is the median over rounds of the
-per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
-spread over cores.
+to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
+attention; part 5 generation with and without the cache. What is reported is the median over
+rounds of the per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the
+ratios compare the work done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
     training.py        3. one training step of a small GPT (forward, loss, backward, AdamW)
-    long_attention.py  4. attention at long lengths: flash, sliding-window and causal linear
-                          attention against plain causal attention, time and peak memory
+    long_attention.py  4. attention at long lengths: flash, block-sparse, sliding-window and
+                          causal linear attention against plain causal attention, time and peak
+                          memory; block-sparse against flash (the full causal layout)
     generation.py      5. writing text with and without the key/value cache
 
 `python -m tinyattn bench 3 5` runs only those parts.

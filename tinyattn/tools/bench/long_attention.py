@@ -3,7 +3,11 @@
 where plain attention's (L, L) arrays are large (128 MiB each at L = 4096, 512 MiB at 8192):
 
     flash attention        the same function, block by block: no (L, L) array, and the blocks
-                           above the diagonal skipped
+                           above the diagonal skipped (the full causal layout of blocks)
+    block-sparse           `F.block_sparse_attention` with a local + global layout: each block of
+                           queries sees its own block and the first one, about 1/16 of the
+                           causal pairs of blocks at L = 4096 in blocks of 64; the work skipped
+                           is the work its mask hides, so its time is compared with flash's too
     sliding window         SDPA under a causal band of w keys: 2 L w scores, computed by chunks
     linear, causal         another kernel (phi = elu + 1): (L / C, E, Ev) states and (L / C, C, C)
                            weights within chunks of C positions, no scores
@@ -13,46 +17,46 @@ reported is the median over rounds of the per-round ratio variant / plain. Memor
 tracemalloc sees during one forward and backward (`timing.peak_memory`).
 
 Before timing, each variant is checked at a small length against what it must equal: flash
-against plain causal SDPA, the sliding window against SDPA with the band as its mask, causal
-linear attention against itself in one chunk (the causal L x L form, no running state).
+against plain causal SDPA, block-sparse attention against SDPA under the mask its layout stands
+for, the sliding window against SDPA with the band as its mask, causal linear attention against
+itself in one chunk (the causal L x L form, no running state).
 
 `bench_long` is part 4 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
-several lengths (the trade-off is in `tinyattn.ops.FlashAttention`'s docstring), to choose one on
-a given machine:
+several lengths (the trade-off is in `tinyattn.ops.FlashAttention`'s docstring), to see which
+does best on a given machine:
 
-    OPENBLAS_NUM_THREADS=1 python -c \
+    OPENBLAS_NUM_THREADS=1 python -c \\
         "from tinyattn.tools.bench.long_attention import bench_flash; bench_flash(11)"
 """
 import statistics
 
-import numpy as np
-
-import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.ops.flash_attention import blocks, visible
-from tinyattn.tools.bench.timing import check_agreement, interleaved, median_ratio, peak_memory
+from tinyattn.tools.bench.timing import (attention_inputs, check_agreement, forward_backward,
+                                         interleaved, median_ratio, peak_memory)
 
-LONG_SIZES = dict(flash_length=4096, length=8192, width=64, block_size=128, window=128,
+LONG_SIZES = dict(flash_length=4096, length=8192, width=64, block_size=64, window=128,
                   chunk_size=64)
 BLOCK_SIZES = (32, 64, 128, 256, 512)
 PLAIN = "plain causal SDPA"
+SPARSE_VS_FULL = "block-sparse / full causal layout"
 
 
-def attention_inputs(length, width=64, seed=0):
-    """query, key, value and the upstream gradient dL/d(output): (length, width) float64 arrays."""
-    random = np.random.default_rng(seed)
-    return [random.standard_normal((length, width)) for _ in range(4)]
+def num_blocks(length, block_size):
+    return -(-length // block_size)
 
 
-def forward_backward(attend):
-    """attend(query, key, value) as a benchmark step: fresh leaves, forward, backward with the
-    upstream gradient; returns [output, dL/dquery, dL/dkey, dL/dvalue]."""
-    def run(query, key, value, grad_out):
-        leaves = [ta.Tensor(x, requires_grad=True) for x in (query, key, value)]
-        out = attend(*leaves)
-        out.backward(grad_out)
-        return [out.data] + [x.grad for x in leaves]
-    return run
+def causal_layout(length, block_size):
+    """Every pair of blocks on or below the diagonal: what flash visits when causal (a local
+    layout whose window holds every block)."""
+    n = num_blocks(length, block_size)
+    return F.local_layout(n, n)
+
+
+def local_and_global_layout(length, block_size):
+    """The block-sparse row's layout: each query block sees its own block (local, a window of one
+    block) and the first block (global)."""
+    n = num_blocks(length, block_size)
+    return F.local_layout(n, 1) | F.global_layout(n, [0])
 
 
 sdpa_run = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
@@ -62,6 +66,11 @@ sdpa_run = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k,
 def flash_run(block_size):
     return forward_backward(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True,
                                                               block_size=block_size))
+
+
+def block_sparse_run(block_size):
+    return forward_backward(lambda q, k, v: F.block_sparse_attention(
+        q, k, v, local_and_global_layout(q.shape[-2], block_size), block_size, is_causal=True))
 
 
 def sliding_run(window):
@@ -74,18 +83,23 @@ def linear_run(chunk_size):
 
 
 def variant_names(block_size, window, chunk_size):
-    """The variants' names in the table: (flash, sliding window, linear)."""
-    return (f"flash (block {block_size})", f"sliding window (w = {window})",
-            f"linear, causal (C = {chunk_size})")
+    """The variants' names in the table: (flash, block-sparse, sliding window, linear)."""
+    return (f"flash (block {block_size})", f"block-sparse, local + global ({block_size})",
+            f"sliding window (w = {window})", f"linear, causal (C = {chunk_size})")
+
+
+def sdpa_under(mask):
+    return forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                           attn_mask=mask))
 
 
 def check_against_references(length, block_size, window, chunk_size, tolerance=1e-10):
     """Each variant at `length` against what it must equal: outputs and all gradients."""
-    band = F.local_mask(length, window)
+    sparse_mask = (F.layout_mask(local_and_global_layout(length, block_size), block_size, length)
+                   & F.local_mask(length, length))                  # and-ed with the causal mask
     pairs = [(flash_run(block_size), sdpa_run),
-             (sliding_run(window),
-              forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
-                                                                              attn_mask=band))),
+             (block_sparse_run(block_size), sdpa_under(sparse_mask)),
+             (sliding_run(window), sdpa_under(F.local_mask(length, window))),
              (linear_run(chunk_size), linear_run(length))]
     inputs = attention_inputs(length)
     for name, (variant, reference) in zip(variant_names(block_size, window, chunk_size), pairs):
@@ -93,17 +107,18 @@ def check_against_references(length, block_size, window, chunk_size, tolerance=1
                         atol=tolerance, reference="reference")
 
 
-def bench_long(rounds, flash_length=4096, length=8192, width=64, block_size=128, window=128,
+def bench_long(rounds, flash_length=4096, length=8192, width=64, block_size=64, window=128,
                chunk_size=64):
-    """Print flash at `flash_length`, the sliding window and causal linear attention at `length`,
-    each against plain causal SDPA at the same length and in the same rounds; returns
-    {variant: (time / plain time, peak / plain peak)}."""
+    """Print flash and block-sparse attention at `flash_length`, the sliding window and causal
+    linear attention at `length`, each against plain causal SDPA at the same length and in the
+    same rounds, then block-sparse against flash; returns {variant: (time / plain time,
+    peak / plain peak)}, and under SPARSE_VS_FULL (time / flash time, visited pairs / flash's)."""
     check_against_references(3 * max(block_size, window, chunk_size) + 5, block_size, window,
                              chunk_size)
-    flash, sliding, linear = variant_names(block_size, window, chunk_size)
-    groups = {flash_length: {flash: flash_run(block_size)},
+    flash, sparse, sliding, linear = variant_names(block_size, window, chunk_size)
+    groups = {flash_length: {flash: flash_run(block_size), sparse: block_sparse_run(block_size)},
               length: {sliding: sliding_run(window), linear: linear_run(chunk_size)}}
-    print(f"   {'':<28} {'L':>5} {'time':>9} {'peak memory':>12} {'time / plain':>13} "
+    print(f"   {'':<34} {'L':>5} {'time':>9} {'peak memory':>12} {'time / plain':>13} "
           f"{'peak / plain':>13}")
     ratios = {}
     for group_length, variants in groups.items():
@@ -112,20 +127,26 @@ def bench_long(rounds, flash_length=4096, length=8192, width=64, block_size=128,
         times = interleaved(implementations, inputs, rounds)
         peaks = {name: peak_memory(run, inputs) for name, run in implementations.items()}
         for name in implementations:
-            line = (f"   {name:<28} {group_length:>5} {statistics.median(times[name]):7.3f} s "
+            line = (f"   {name:<34} {group_length:>5} {statistics.median(times[name]):7.3f} s "
                     f"{peaks[name] / 2 ** 20:8.1f} MiB")
             if name != PLAIN:
                 ratios[name] = (median_ratio(times, name, PLAIN), peaks[name] / peaks[PLAIN])
                 time_ratio, memory_ratio = ratios[name]
                 line += f" {time_ratio:12.3f}x {f'1/{1 / memory_ratio:.0f}':>13}"
             print(line)
+        if sparse in variants:
+            full = causal_layout(group_length, block_size)
+            visited = (local_and_global_layout(group_length, block_size) & full).sum()
+            ratios[SPARSE_VS_FULL] = (median_ratio(times, sparse, flash), visited / full.sum())
+            print(f"   {SPARSE_VS_FULL} (flash) at L = {group_length}: time "
+                  f"{ratios[SPARSE_VS_FULL][0]:.3f}x, for {visited} of the {full.sum()} pairs of "
+                  f"blocks (1/{full.sum() / visited:.1f})")
     return ratios
 
 
 def visited_pairs(length, block_size):
     """How many (query block, key block) pairs causal flash attention visits."""
-    spans = blocks(length, block_size)
-    return sum(visible(rows, cols, is_causal=True) for rows in spans for cols in spans)
+    return int(causal_layout(length, block_size).sum())
 
 
 def bench_flash(rounds, lengths=(4096, 1024, 256, 64), width=64, block_sizes=BLOCK_SIZES):

@@ -1,10 +1,12 @@
 """How every benchmark measures: interleaved rounds, the median of per-round ratios, and the peak
-memory that tracemalloc sees."""
+memory that tracemalloc sees; and one step of attention to measure, forward and backward."""
 import statistics
 import time
 import tracemalloc
 
 import numpy as np
+
+import tinyattn as ta
 
 
 def interleaved(implementations, inputs, rounds, clock=time.perf_counter):
@@ -48,3 +50,20 @@ def peak_memory(fn, inputs):
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def attention_inputs(length, width=64, seed=0):
+    """query, key, value and the upstream gradient dL/d(output): (length, width) float64 arrays."""
+    random = np.random.default_rng(seed)
+    return [random.standard_normal((length, width)) for _ in range(4)]
+
+
+def forward_backward(attend):
+    """attend(query, key, value) as a step to measure: fresh leaves, forward, backward with the
+    upstream gradient; returns [output, dL/dquery, dL/dkey, dL/dvalue]."""
+    def run(query, key, value, grad_out):
+        leaves = [ta.Tensor(x, requires_grad=True) for x in (query, key, value)]
+        out = attend(*leaves)
+        out.backward(grad_out)
+        return [out.data] + [x.grad for x in leaves]
+    return run
