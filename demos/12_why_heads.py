@@ -71,7 +71,9 @@ README_ENTRY = """\
     them, one average of the three tokens, whose unequal weights are all that can keep their
     order.
 
-    ![each head's attention, 1, 2 and 4 heads](docs/pictures/why_heads_attention.png)"""
+    ![each head's attention, 1, 2 and 4 heads](docs/pictures/why_heads_attention.png)
+
+    ![held-out accuracy against the number of heads](docs/pictures/why_heads_accuracy.png)"""
 
 
 def places_batch(random, size):
@@ -95,8 +97,8 @@ def weight_on_places(weights):
 
 
 def train_one(width, num_heads, seed, held_out, settings):
-    """A one-layer model trained from seed `seed` (the same batches for every head count):
-    its accuracy, the step it first reached LEARNED, parameters and attention on the held out."""
+    """A one-layer model trained from seed `seed` (the same batches for every head count): its
+    held-out accuracy and loss, its number of parameters and its attention on the held-out batch."""
     ta.manual_seed(seed)
     model = nn.CausalTransformer(CLASSES, width, num_heads, 1, max_len=LENGTH,
                                  positional="learned", dtype=np.float32)
@@ -165,13 +167,11 @@ def plot_accuracy(accuracy, widths, path):
         axes.plot(HEAD_COUNTS, [accuracy[width, h] for h in HEAD_COUNTS], marker="o",
                   label=f"E = {width}")
     axes.axhline(1 / CLASSES, color="gray", linestyle="--", linewidth=0.8, label="chance")
-    axes.set(xscale="log", xticks=HEAD_COUNTS, xticklabels=HEAD_COUNTS, ylim=(0, 1.02),
+    demo_tools.log2_axis(axes, HEAD_COUNTS)
+    axes.set(ylim=(0, 1.02),
              xlabel="heads (same width E, same parameters)", ylabel="held-out accuracy",
              title="Naming the tokens 1, 2 and 4 places back")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    return demo_tools.save_figure(figure, path, dpi=120)
+    return demo_tools.save_chart(figure, path, axes)
 
 
 def heads_named(count):

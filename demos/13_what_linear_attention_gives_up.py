@@ -25,7 +25,8 @@ What each keeps of the pairs, to answer the question:
 - block-sparse attention (blocks of 8, a query block sees its own block, the one before it and
   the first: "local + global", as in the Sparse Transformer and BigBird): the first 8 pairs and
   the last 8 to 15, a fixed number too. What it is for: skipping the blocks it hides, it does
-  work in proportion to the blocks it shows (F.block_sparse_attention); a mask alone saves nothing;
+  work in proportion to the blocks it shows, where a mask alone saves nothing (here it is
+  computed as SDPA with the layout's mask, the same function: see block_sparse_attention);
 - linear attention: a state S = sum_j phi(k_j) v_j^T of E x Ev numbers and z of E, whatever n.
 
 A window or a block layout keeps its pairs exactly and loses the others entirely: its recall can
@@ -33,7 +34,8 @@ be no better than the share of pairs it sees (plus a guess at the others, 1 in 3
 tables print that ceiling. Linear attention keeps a blur of every pair: reading S with the
 question's phi(q) gives sum_j (phi(q) . phi(k_j)) v_j, so the answer comes out clean only if
 phi(q) is orthogonal to every other key's features. At most E vectors can be orthogonal in E
-numbers (fewer when, like phi's, they are positive: they must not overlap at all), so as the
+numbers, and phi's features (elu(x) + 1 > 0) never are exactly: two keys come close only where
+each keeps most of its features near 0, which leaves room for fewer than E of them. So as the
 pairs grow toward E and past it the other values leak into the answer: recall should fall with n,
 and later for a wider state. The table gives, for each run, the most pairs at which recall still
 holds at 90%.
@@ -240,15 +242,11 @@ def plot(recall, path):
     axes.plot(PAIR_COUNTS, [ceiling("window", n) for n in PAIR_COUNTS], ":", color="gray",
               label=f"share of pairs that {SEEN_BY_WINDOW} seen pairs are")
     axes.axhline(1 / NUM_VALUES, color="gray", linewidth=0.8, linestyle="--", label="chance")
-    axes.set_xscale("log", base=2)
-    axes.minorticks_off()
-    axes.set(xticks=PAIR_COUNTS, xticklabels=PAIR_COUNTS, ylim=(0, 1.02),
+    demo_tools.log2_axis(axes, PAIR_COUNTS)
+    axes.set(ylim=(0, 1.02),
              xlabel="key-value pairs before the question", ylabel="held-out recall",
              title="Associative recall, one attention layer")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    return demo_tools.save_figure(figure, path, dpi=120)
+    return demo_tools.save_chart(figure, path, axes)
 
 
 def main(argv=None):
