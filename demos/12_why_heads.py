@@ -8,10 +8,10 @@ widths; and each head's attention on one example, to see whether the heads split
     python demos/12_why_heads.py [output folder] [--quick]
 
 The pictures are `why_heads_attention.png` (the heads of the 1-, 2- and 4-head models on one
-held-out example) and `why_heads_accuracy.png` (accuracy against the number of heads, one line
-per width) in the output folder (when matplotlib is installed). `--quick` trains one seed for 40
-steps at each width. Its full run's time, as `demos/regenerate.py` measured it, ends its entry
-in the README.
+held-out example) and `why_heads_accuracy.png` (held-out accuracy and loss against the number of
+heads, one line per width) in the output folder (when matplotlib is installed). `--quick` trains
+one seed for 40 steps at each width. Its full run's time, as `demos/regenerate.py` measured it,
+ends its entry in the README.
 
 The task: random tokens from a vocabulary of 4; at every position t (from the fifth on) name the
 tokens 1, 2 and 4 places back, in order, as one of 4^3 = 64 answers:
@@ -73,7 +73,7 @@ README_ENTRY = """\
 
     ![each head's attention, 1, 2 and 4 heads](docs/pictures/why_heads_attention.png)
 
-    ![held-out accuracy against the number of heads](docs/pictures/why_heads_accuracy.png)"""
+    ![accuracy and loss against the number of heads](docs/pictures/why_heads_accuracy.png)"""
 
 
 def places_batch(random, size):
@@ -103,7 +103,7 @@ def train_one(width, num_heads, seed, held_out, settings):
     model = nn.CausalTransformer(CLASSES, width, num_heads, 1, max_len=LENGTH,
                                  positional="learned", dtype=np.float32)
     curves = demo_tools.train(model, places_batch, demo_tools.sequence_score, held_out,
-                              f"E {width}, {num_heads} heads, seed {seed}", LEARNING_RATE,
+                              f"E {width}, {heads_named(num_heads)}, seed {seed}", LEARNING_RATE,
                               BATCH, seed, settings["steps"], settings["eval_every"],
                               print_every=settings["steps"])
     with ta.no_grad():
@@ -158,20 +158,26 @@ def plot_attention(ids, weights, path):
     return demo_tools.save_figure(figure, path, dpi=110)
 
 
-def plot_accuracy(accuracy, widths, path):
+def plot_accuracy(accuracy, loss, widths, path):
+    """Held-out accuracy and loss against the number of heads, one line per width."""
     plt = demo_tools.pyplot()
     if plt is None:
         return None
-    figure, axes = plt.subplots(figsize=(6.5, 4))
+    figure, (accuracy_axes, loss_axes) = plt.subplots(1, 2, figsize=(11, 4))
     for width in widths:
-        axes.plot(HEAD_COUNTS, [accuracy[width, h] for h in HEAD_COUNTS], marker="o",
-                  label=f"E = {width}")
-    axes.axhline(1 / CLASSES, color="gray", linestyle="--", linewidth=0.8, label="chance")
-    demo_tools.log2_axis(axes, HEAD_COUNTS)
-    axes.set(ylim=(0, 1.02),
-             xlabel="heads (same width E, same parameters)", ylabel="held-out accuracy",
-             title="Naming the tokens 1, 2 and 4 places back")
-    return demo_tools.save_chart(figure, path, axes)
+        for axes, measure in ((accuracy_axes, accuracy), (loss_axes, loss)):
+            axes.plot(HEAD_COUNTS, [measure[width, h] for h in HEAD_COUNTS], marker="o",
+                      label=f"E = {width}")
+    accuracy_axes.axhline(1 / CLASSES, color="gray", linestyle="--", linewidth=0.8,
+                          label="chance")
+    for axes in (accuracy_axes, loss_axes):
+        demo_tools.log2_axis(axes, HEAD_COUNTS)
+        axes.set_xlabel("heads (same width E, same parameters)")
+    accuracy_axes.set(ylim=(0, 1.02), ylabel="held-out accuracy",
+                      title="Naming the tokens 1, 2 and 4 places back")
+    loss_axes.set(yscale="log", ylabel="held-out loss (cross-entropy, log scale)",
+                  title="The same runs' held-out loss")
+    return demo_tools.save_chart(figure, path, accuracy_axes, loss_axes)
 
 
 def heads_named(count):
@@ -235,7 +241,7 @@ def main(argv=None):
     example = held_out[0][:1]                                   # (1, T)
     pictures = [plot_attention(example[0], {h: drawn[h][:1] for h in DRAWN_HEADS},
                                args.output / "why_heads_attention.png"),
-                plot_accuracy(accuracy, widths, args.output / "why_heads_accuracy.png")]
+                plot_accuracy(accuracy, loss, widths, args.output / "why_heads_accuracy.png")]
     for picture in filter(None, pictures):
         print(f"picture: {picture}")
     return numbers

@@ -114,13 +114,17 @@ def local_and_global_layout(num_blocks):
     return (j == 0) | ((0 <= i - j) & (i - j <= 1))
 
 
+def block_mask(layout, block_size, L, S):
+    """The (L, S) mask of a block layout: query i sees key j when block (i // b, j // b) shows."""
+    return np.kron(layout, np.ones((block_size, block_size), dtype=bool))[:L, :S]    # (L, S)
+
+
 def block_sparse_attention(query, key, value, layout, block_size):
     """What F.block_sparse_attention(query, key, value, layout, block_size, is_causal=True)
-    computes, written as SDPA with the layout expanded to a mask: the same function, but it scores
-    all L x S pairs. Once F.block_sparse_attention is in tinyattn, this body becomes that call."""
-    L, S = query.shape[-2], key.shape[-2]
-    mask = np.kron(layout, np.ones((block_size, block_size), dtype=bool))[:L, :S]     # (L, S)
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=True)
+    computes, written as SDPA with the layout's mask: the same function, but it scores all L x S
+    pairs. Once F.block_sparse_attention is in tinyattn, this line becomes that call."""
+    return F.scaled_dot_product_attention(query, key, value, is_causal=True, attn_mask=block_mask(
+        layout, block_size, query.shape[-2], key.shape[-2]))          # (..., L, Ev)
 
 
 def block_sparse(query, key, value):
@@ -138,8 +142,8 @@ ATTENTION = {
 
 
 class RecallModel(nn.Module):
-    """Demo 5's recall model as a causal sequence of pairs and a question, its attention function
-    `attend(query, key, value)` given."""
+    """Demo 5's recall model laid out as a causal sequence, the pairs then the question, with its
+    attention function `attend(query, key, value)` given."""
 
     def __init__(self, attend, embed_dim=WIDTH, dtype=np.float32):
         self.attend = attend
@@ -174,8 +178,7 @@ def pairs_seen(name, num_pairs):
         return int(F.local_mask(L, SEEN_BY_WINDOW + 1)[-1, :num_pairs].sum())
     if name == "block":
         layout = local_and_global_layout(-(-L // BLOCK_SIZE))
-        mask = np.kron(layout, np.ones((BLOCK_SIZE, BLOCK_SIZE), dtype=bool))      # (L', L')
-        return int(mask[L - 1, :num_pairs].sum())
+        return int(block_mask(layout, BLOCK_SIZE, L, L)[-1, :num_pairs].sum())
     return num_pairs
 
 
@@ -240,7 +243,7 @@ def plot(recall, path):
         axes.plot(PAIR_COUNTS, [by_count[n] for n in PAIR_COUNTS], "-" if width == WIDTH else "--",
                   marker="o", color=linear_colors.get(width), label=f"{name} (E = {width})")
     axes.plot(PAIR_COUNTS, [ceiling("window", n) for n in PAIR_COUNTS], ":", color="gray",
-              label=f"share of pairs that {SEEN_BY_WINDOW} seen pairs are")
+              label=f"ceiling of window and block ({SEEN_BY_WINDOW} pairs seen)")
     axes.axhline(1 / NUM_VALUES, color="gray", linewidth=0.8, linestyle="--", label="chance")
     demo_tools.log2_axis(axes, PAIR_COUNTS)
     axes.set(ylim=(0, 1.02),
