@@ -49,11 +49,12 @@ CLASSES = VOCAB ** len(PLACES)      # 64 ordered triples
 IGNORE = -100                       # the first positions have no answer
 ANSWERED = np.arange(max(PLACES), LENGTH)
 HEAD_COUNTS = (1, 2, 4, 8)
-BATCH, HELD_OUT, LEARNING_RATE = 32, 256, 3e-3
+BATCH, LEARNING_RATE = 32, 3e-3
 HELD_OUT_SEED = 1000                # training batches use the seeds 0, 1, 2
 AS_WELL = 0.02                      # one head "does as well": within 2 points of the best
-FULL = {"widths": (16, 32, 64), "seeds": (0, 1, 2), "steps": 400, "eval_every": 50}
-QUICK = {"widths": (16, 32, 64), "seeds": (0,), "steps": 40, "eval_every": 40}
+FULL = {"widths": (16, 32, 64), "seeds": (0, 1, 2), "steps": 400, "eval_every": 50,
+        "held_out": 256}
+QUICK = {"widths": (16, 32, 64), "seeds": (0,), "steps": 40, "eval_every": 40, "held_out": 64}
 DRAWN_WIDTH, DRAWN_HEADS = 32, (1, 2, 4)
 
 README_ENTRY = """\
@@ -194,7 +195,8 @@ def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
     widths, seeds = settings["widths"], settings["seeds"]
-    held_out = places_batch(np.random.default_rng(HELD_OUT_SEED), HELD_OUT)  # never trained on
+    held_out = places_batch(np.random.default_rng(HELD_OUT_SEED),
+                            settings["held_out"])               # sequences never trained on
     print(f"Naming the tokens {PLACES} places back ({CLASSES} answers, chance {1 / CLASSES:.1%}): "
           f"one layer, {settings['steps']} steps of {BATCH} sequences, Adam (lr {LEARNING_RATE}), "
           f"seeds {list(seeds)}, float32.\n")
@@ -216,7 +218,7 @@ def main(argv=None):
     drawn = {heads: runs[DRAWN_WIDTH, heads, seeds[0]]["weights"] for heads in HEAD_COUNTS}
     shares = {heads: weight_on_places(drawn[heads]) for heads in HEAD_COUNTS}
     owned = {heads: int((shares[heads][:, :len(PLACES)] > 0.5).any(axis=0).sum())
-             for heads in HEAD_COUNTS}          # places over half of whose weight some head puts
+             for heads in HEAD_COUNTS}          # places to which some head gives over half
     print(f"\nWhere each head looks (width {DRAWN_WIDTH}, seed {seeds[0]}): its mean weight on "
           "each place, over the held-out answers")
     demo_tools.print_table(
@@ -235,11 +237,10 @@ def main(argv=None):
     numbers.update({f"owned_{DRAWN_WIDTH}_{heads}": count for heads, count in owned.items()})
     numbers.update({f"one_head_place_{place}": float(share)
                     for place, share in zip(PLACES, shares[1][0])})
-    print("\nPlaces over half of whose weight some head puts: "
+    print("\nPlaces to which some head gives over half of its weight: "
           + ", ".join(f"{heads_named(heads)}: {owned[heads]}" for heads in HEAD_COUNTS)
           + f"\nVerdict: {numbers['verdict']}.")
-    example = held_out[0][:1]                                   # (1, T)
-    pictures = [plot_attention(example[0], {h: drawn[h][:1] for h in DRAWN_HEADS},
+    pictures = [plot_attention(held_out[0][0], {h: drawn[h][:1] for h in DRAWN_HEADS},
                                args.output / "why_heads_attention.png"),
                 plot_accuracy(accuracy, loss, widths, args.output / "why_heads_accuracy.png")]
     for picture in filter(None, pictures):
