@@ -234,11 +234,7 @@ def plot(comparisons, path):
                       title=f"Held-out accuracy (control: head_dim {CONTROL_HEAD_DIM}, dotted)")
     accuracy_axes.axhline(1 / NUM_VALUES, color="gray", linewidth=0.8, linestyle="--",
                           label="chance")
-    for axes in (loss_axes, accuracy_axes):
-        axes.legend(fontsize=8)
-        axes.grid(alpha=0.3)
-    figure.tight_layout()
-    return demo_tools.save_figure(figure, path, dpi=120)
+    return demo_tools.save_chart(figure, path, loss_axes, accuracy_axes)
 
 
 def main(argv=None):

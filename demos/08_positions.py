@@ -285,10 +285,7 @@ def plot_extrapolation(runs, path):
     axes.set(xlabel=f"position in a sequence of {max(TEST_LENGTHS)} tokens",
              ylabel="held-out accuracy", ylim=(0, 1.05),
              title=f"Trained on {LENGTH} tokens: accuracy at every position")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    return demo_tools.save_figure(figure, path, dpi=120)
+    return demo_tools.save_chart(figure, path, axes)
 
 
 def main(argv=None):
