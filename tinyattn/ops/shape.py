@@ -4,6 +4,7 @@ Their backward rules move the gradient back the same way: reshape it back, trans
 inverse permutation, scatter it into the indexed positions, split it at the concatenation seams.
 """
 import itertools
+import math
 
 import numpy as np
 
@@ -132,11 +133,11 @@ def resolve_shape(input_shape, shape):
     """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
     if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
         raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most one -1")
-    size = int(np.prod(input_shape))
-    known = int(np.prod([n for n in shape if n != -1]))
+    size = math.prod(input_shape)       # math.prod on Python ints: np.prod converts to an array,
+    known = math.prod(n for n in shape if n != -1)      # slower than the reshape itself
     if -1 in shape and known > 0 and size % known == 0:
         shape = tuple(size // known if n == -1 else int(n) for n in shape)
-    if int(np.prod(shape)) != size or -1 in shape:
+    if math.prod(shape) != size or -1 in shape:
         raise ValueError(f"cannot reshape a tensor of shape {input_shape} ({size} elements) "
                          f"into shape {shape}")
     return shape
