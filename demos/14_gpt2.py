@@ -84,7 +84,7 @@ README_ENTRY = """\
     {second_copy_loss:.1f} on the second; {induction_head_count} heads score above
     {threshold} (the best: {best_heads}), {agreement}.
 
-    ![every head's attention on a repeated random sequence](docs/pictures/gpt2_induction_heads.png)"""
+    ![every head's attention on repeated random tokens](docs/pictures/gpt2_induction_heads.png)"""
 
 README_ENTRY_WITHOUT_RESULTS = """\
 14. [`14_gpt2.py`](demos/14_gpt2.py) — GPT-2 small (124M parameters, OpenAI's weights read by

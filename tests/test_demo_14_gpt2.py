@@ -119,7 +119,8 @@ def test_the_readme_entry_takes_the_demos_numbers(run):
     run_time = dict(wall_seconds=1.0, processor_seconds=1.0, cpu_count=2, load_average=1.0,
                     tiny_gpt_nats_per_character=1.3)
     entry = regenerate.readme_entry("14_gpt2", {"14_gpt2": {**numbers, **run_time}})
-    assert entry.startswith("14. [`14_gpt2.py`]") and "docs/pictures/gpt2_induction_heads.png" in entry
+    assert entry.startswith("14. [`14_gpt2.py`]")
+    assert "docs/pictures/gpt2_induction_heads.png" in entry
     assert f"{numbers['parameters']:,} parameters" in entry
 
 

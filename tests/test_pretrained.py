@@ -209,8 +209,8 @@ def test_a_folder_with_a_file_missing_or_broken_is_named(tmp_path, change, error
                       r"8 more$"),
     (dict(n_layer=1), r".*, model.safetensors also holds h.1.attn.c_attn.bias, .* and 8 more$"),
     (dict(n_embd=64, n_head=4), r"model.safetensors and config.json disagree: for a GPT-2 of "
-                                r"n_layer 2, n_head 4, n_embd 64, .*, wte.weight would be \(50257, 64\), but "
-                                r"model.safetensors holds \(50257, 32\)$"),
+                                r"n_layer 2, n_head 4, n_embd 64, .*, wte.weight would be "
+                                r"\(50257, 64\), but model.safetensors holds \(50257, 32\)$"),
     (dict(n_positions=64), r".*, wpe.weight would be \(64, 32\), but model.safetensors holds "
                            r"\(128, 32\)$"),
     (dict(n_inner=64), r".*, h.0.mlp.c_fc.weight would be \(32, 64\), but .* holds \(32, 128\)$"),
@@ -238,8 +238,9 @@ def test_from_pretrained_checks_its_dtype():
     (dict(positional="sinusoidal", tied_head=True), r"this one has sinusoidal positions \(not "
                                                     r"learned\)$"),
     (dict(positional="learned"), r"this one has an output head of its own"),
-    (dict(positional="rope", scale=0.5), r"this one has rope positions \(not learned\) and an output head of "
-                                         r"its own .* and scale 0.5 \(not None or 1.0\)$"),
+    (dict(positional="rope", scale=0.5), r"this one has rope positions \(not learned\) and an "
+                                         r"output head of its own .* and scale 0.5 \(not None or "
+                                         r"1.0\)$"),
 ])
 def test_save_pretrained_refuses_a_model_gpt2s_layout_cannot_hold(tmp_path, settings, message):
     model = nn.CausalTransformer(11, 8, 2, 1, max_len=6, **settings)

@@ -108,7 +108,8 @@ def fetch(url, path, size, sha256, progress):
 
 def receive(url, partial, have, size, progress):
     """Append the bytes of `url` from byte `have` on to `partial` (or write them all, if the
-    server ignores the Range), showing progress towards `size`; returns (its length, the SHA-256 object of its bytes)."""
+    server ignores the Range), showing progress towards `size`; returns (the length of
+    `partial`, the SHA-256 object of its bytes)."""
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
         response = urllib.request.urlopen(request, timeout=TIMEOUT)
