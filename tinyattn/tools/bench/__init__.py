@@ -6,9 +6,9 @@ neighbour on a shared machine slows all of them alike: parts 1-3 the same comput
 with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
 to be installed; part 4 flash, sliding-window and linear attention against plain attention; part
 5 generation with and without the cache; part 6 generation on GPT-2 small's shape against
-Hugging Face transformers, when it is installed. What is reported is the median over rounds of the
-per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work done, not how it was
-spread over cores.
+Hugging Face transformers, when it is installed. What is reported is the median over rounds of
+the per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios
+compare the work done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
