@@ -88,7 +88,6 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.nn.module import read_checkpoint, write_checkpoint
-from tinyattn.tools.bench.generation import generate_without_cache
 
 SEED = 0
 SIZES = dict(embed_dim=128, num_heads=4, num_layers=4, max_len=64)   # max_len: the context
@@ -323,23 +322,6 @@ def first_lines(text, limit):
     return text[:end if end > 0 else limit].replace("\n", "↵")
 
 
-def generation_speed(model, prompt_ids, length, rounds=3):
-    """Tokens per second writing `length` tokens after `prompt_ids` (1, T), with the cache
-    (`generate`) and recomputing every prefix: the median over interleaved rounds. Both must
-    write the same tokens."""
-    ways = {"cached": nn.CausalTransformer.generate, "recomputed": generate_without_cache}
-    times, tokens = {name: [] for name in ways}, {}
-    for _ in range(rounds):
-        for name, generate in ways.items():
-            ta.manual_seed(SEED)
-            start = time.perf_counter()
-            tokens[name] = generate(model, prompt_ids, length, **SAMPLING)
-            times[name].append(time.perf_counter() - start)
-    if not np.array_equal(tokens["cached"], tokens["recomputed"]):
-        raise AssertionError("generation with the cache wrote other tokens than without it")
-    return {name: length / float(np.median(seconds)) for name, seconds in times.items()}
-
-
 def plot(history, val_loss_all, unigram, bigram, path):
     plt = demo_tools.pyplot()
     if plt is None:
@@ -448,8 +430,8 @@ def main(argv=None):
     print(f"\nAfter training, the model writes (the same prompt, sampling and seed):\n"
           f"{PROMPT + after}\n")
     speed_length = settings["speed_length"]
-    speed = generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length,
-                             rounds=1 if args.quick else 3)
+    speed = demo_tools.generation_speed(model, encode(PROMPT, vocabulary)[None], speed_length,
+                                        SAMPLING, SEED, rounds=1 if args.quick else 3)
     if args.quick:
         print(f"Writing {speed_length} characters after the prompt with the key/value cache "
               f"gives those of recomputing every prefix (quick mode does not time so few)")

@@ -1,7 +1,7 @@
 """What the demos share: their command line, their tables, matplotlib when it is installed and how
 a line chart is finished, the training loop of demos 5, 6, 8, 9, 10, 12 and 13 (demo 10 adds its
-balance loss through `after_forward`), and the count of where attention heads look (demos 6 and
-9).
+balance loss through `after_forward`), the count of where attention heads look (demos 6 and 9),
+and the speed of generation with and without the key/value cache (demos 11 and 14).
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
 directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
@@ -22,6 +22,8 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.functional as F
+import tinyattn.nn as nn
+from tinyattn.tools.bench.generation import generate_without_cache
 
 DEFAULT_OUTPUT = "tinyattn-demos"
 
@@ -208,3 +210,21 @@ def first_fit_shares(kinds, counted=None, rest="other"):
         taken = taken | fits
     shares[rest] = float((~taken)[counted].mean())
     return shares
+
+
+def generation_speed(model, prompt_ids, length, sampling, seed, rounds=3):
+    """Tokens per second writing `length` tokens after `prompt_ids` (1, T) with `sampling`
+    (temperature, top_k), with the cache (`generate`) and recomputing every prefix: the median
+    over interleaved rounds, each drawing from a generator seeded with `seed`. Both must write the
+    same tokens."""
+    ways = {"cached": nn.CausalTransformer.generate, "recomputed": generate_without_cache}
+    times, tokens = {name: [] for name in ways}, {}
+    for _ in range(rounds):
+        for name, generate in ways.items():
+            ta.manual_seed(seed)
+            start = time.perf_counter()
+            tokens[name] = generate(model, prompt_ids, length, **sampling)
+            times[name].append(time.perf_counter() - start)
+    if not np.array_equal(tokens["cached"], tokens["recomputed"]):
+        raise AssertionError("generation with the cache wrote other tokens than without it")
+    return {name: length / float(np.median(seconds)) for name, seconds in times.items()}

@@ -43,6 +43,12 @@ their file names. Write `demos/NN_name.py` like the others:
   Its run time is not in it: regenerate adds it. The demo's docstring says so rather than typing
   one;
 then run `python demos/regenerate.py NN` and commit README.md and docs/pictures/.
+
+A demo that needs what a machine may lack (demo 14: GPT-2's weights, which are downloaded, not
+shipped) also has `can_run_in_full()`, saying whether this machine has it, and
+`README_ENTRY_WITHOUT_RESULTS`, its entry while results.json holds no numbers of it: what a reader
+who runs it will see, with no number in it. Where it cannot run, regenerate leaves it out (asked
+for by name, it stops with the reason) and keeps what results.json holds of it.
 """
 import importlib
 import json
@@ -122,12 +128,17 @@ def blas():
 def readme_entry(name, results):
     """Demo `name`'s README_ENTRY filled with its numbers in `results`, its run time added to its
     first paragraph, each paragraph rewrapped to the README's width (numbers change the lines'
-    lengths) and indented under the list item's number ("7. ", "10. "), as markdown wants."""
-    if name not in results:
+    lengths) and indented under the list item's number ("7. ", "10. "); a demo without numbers
+    recorded gives its README_ENTRY_WITHOUT_RESULTS, if it has one, as markdown wants."""
+    demo = importlib.import_module(name)
+    if name not in results and hasattr(demo, "README_ENTRY_WITHOUT_RESULTS"):
+        paragraphs = demo.README_ENTRY_WITHOUT_RESULTS.split("\n\n")
+    elif name not in results:
         raise KeyError(f"no numbers recorded for demo {name}: run python demos/regenerate.py "
                        f"{name[:2]}")
-    paragraphs = importlib.import_module(name).README_ENTRY.format(**results[name]).split("\n\n")
-    paragraphs[0] += " " + run_time(results[name])
+    else:
+        paragraphs = demo.README_ENTRY.format(**results[name]).split("\n\n")
+        paragraphs[0] += " " + run_time(results[name])
     indent = " " * len(paragraphs[0].split()[0] + " ")
     return "\n\n".join(
         textwrap.fill(" ".join(paragraph.split()), WIDTH, initial_indent=indent if i else "",
@@ -182,14 +193,26 @@ MACHINE_NAMES = {"processor", "blas"}
 
 
 def chosen(prefixes):
-    """The demos named by `prefixes` ("04", "04_sqrt_dk"), or all of them when there are none."""
+    """The demos named by `prefixes` ("04", "04_sqrt_dk"), or all of them when there are none,
+    less those that cannot run in full here (`can_run_in_full`)."""
     names = [name for name in demo_names() if not prefixes
              or any(name.startswith(prefix) for prefix in prefixes)]
     unknown = [prefix for prefix in prefixes if not any(n.startswith(prefix) for n in names)]
     if unknown:
         sys.exit(f"regenerate: no demo named {', '.join(unknown)}; the demos: "
                  f"{', '.join(demo_names())}")
-    return names
+    runnable = []
+    for name in names:
+        can_run = getattr(importlib.import_module(name), "can_run_in_full", lambda: True)
+        if can_run():
+            runnable.append(name)
+        elif prefixes:
+            sys.exit(f"regenerate: demo {name} cannot run in full on this machine (its "
+                     f"docstring says what it needs); nothing was written")
+        else:
+            print(f"regenerate: leaving out demo {name}, which cannot run in full on this "
+                  f"machine (its docstring says what it needs); its entry stays as it is")
+    return runnable
 
 
 def main(argv=None):

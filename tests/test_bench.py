@@ -1,11 +1,14 @@
 """The benchmark's hand-written NumPy references compute what tinyattn computes (the speed is
 measured by `python -m tinyattn bench`, never in a test)."""
 
+import tempfile
+
 import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import generation, long_attention, multi_head, overhead, training
+from tinyattn.tools.bench import (generation, gpt2_generation, long_attention, multi_head,
+                                  overhead, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -89,13 +92,13 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5] and bench.parse(["3", "1"]).parts == [3, 1]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6] and bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["6"])
-    assert "the parts are 1, 2, 3, 4, 5, got 6" in capsys.readouterr().err
+        bench.main(["7"])
+    assert "the parts are 1, 2, 3, 4, 5, 6, got 7" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -135,3 +138,34 @@ def test_the_long_attention_part_runs_few_rounds(monkeypatch, capsys):
     assert "at most 3" in capsys.readouterr().out
     long_attention.bench_long_attention(2)
     assert calls[-1][0] == 2
+
+
+TINY_GPT2 = dict(vocab_size=50, embed_dim=16, num_heads=2, num_layers=2, max_len=32)
+
+
+def test_the_gpt2_generation_bench_runs_alone_without_transformers(capsys):
+    speeds = gpt2_generation.bench_gpt2_generation(1, None, prompt_length=3, new_tokens=4,
+                                                   **TINY_GPT2)
+    assert list(speeds) == ["tinyattn"] and speeds["tinyattn"] > 0
+    out = capsys.readouterr().out
+    assert "(torch not installed: tinyattn is measured alone)" in out
+    assert "tinyattn " in out and "tokens/s" in out
+
+
+def test_the_gpt2_generation_bench_compares_the_same_tokens_with_transformers(capsys):
+    """Skipped, saying so, where PyTorch or transformers is not installed."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: part 6 measures "
+                                                "tinyattn alone")
+    pytest.importorskip("transformers", reason="transformers is not installed: part 6 measures "
+                                               "tinyattn alone")
+    speeds = gpt2_generation.bench_gpt2_generation(1, torch, prompt_length=3, new_tokens=4,
+                                                   **TINY_GPT2)
+    assert sorted(speeds) == ["ratio", "tinyattn", "transformers"] and speeds["ratio"] > 0
+    assert "as many tokens per second as transformers" in capsys.readouterr().out
+    model = gpt2_generation.gpt2_model(**TINY_GPT2)
+    prompt = np.array([[1, 2, 3]])
+    with tempfile.TemporaryDirectory() as folder:
+        theirs = gpt2_generation.transformers_generate(
+            torch, gpt2_generation.transformers_model(model, folder))
+        np.testing.assert_array_equal(theirs(prompt, 6),
+                                      gpt2_generation.tinyattn_generate(model)(prompt, 6))

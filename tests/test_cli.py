@@ -1,4 +1,5 @@
-"""The command line, `python -m tinyattn`: its commands, its help, and an unknown command."""
+"""The command line, `python -m tinyattn`: its commands, its help, and an unknown command (the
+download command's own tests: tests/test_download.py)."""
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ from tinyattn.tools import cli
 def test_help_lists_the_commands(capsys):
     assert cli.main([]) == 0
     out = capsys.readouterr().out
-    assert "check" in out and "bench" in out
+    assert "check" in out and "bench" in out and "download gpt2 [FOLDER]" in out
 
 
 def test_an_unknown_command_is_named(capsys):

@@ -7,6 +7,8 @@ import json
 import re
 import string
 
+import pytest
+
 import regenerate
 
 # "13 s", "4-6 s", "2.5 min", "10 seconds": a duration typed into a text
@@ -18,8 +20,27 @@ def recorded():
     return json.loads(regenerate.RESULTS.read_text())
 
 
-def test_every_demo_has_recorded_numbers_and_no_other():
-    assert sorted(recorded()) == regenerate.demo_names()
+def test_every_demo_has_recorded_numbers_or_an_entry_without_them_and_no_other():
+    assert set(recorded()) <= set(regenerate.demo_names())
+    for name in set(regenerate.demo_names()) - set(recorded()):
+        assert hasattr(importlib.import_module(name), "README_ENTRY_WITHOUT_RESULTS"), name
+
+
+def test_a_demo_that_cannot_run_here_is_left_out_and_said(monkeypatch, capsys):
+    demo = importlib.import_module("14_gpt2")
+    monkeypatch.setattr(demo, "can_run_in_full", lambda: False)
+    assert "14_gpt2" not in regenerate.chosen([]) and "11_tiny_gpt" in regenerate.chosen([])
+    assert "leaving out demo 14_gpt2, which cannot run in full" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="demo 14_gpt2 cannot run in full on this machine"):
+        regenerate.chosen(["14"])
+    monkeypatch.setattr(demo, "can_run_in_full", lambda: True)
+    assert regenerate.chosen(["14"]) == ["14_gpt2"]
+
+
+def test_an_entry_without_results_has_no_run_time_and_no_number():
+    entry = regenerate.readme_entry("14_gpt2", {})
+    assert entry.startswith("14. [`14_gpt2.py`]") and "Full run" not in entry
+    assert "python -m tinyattn download gpt2" in entry
 
 
 def test_every_demo_has_its_measured_run_time():
@@ -64,8 +85,10 @@ def test_the_machine_is_named_as_this_one_is():
 def test_no_demo_types_a_run_time():
     texts = {name: importlib.import_module(name).__doc__ for name in regenerate.demo_names()}
     texts.update(regenerate=regenerate.__doc__,
-                 **{f"{name}.README_ENTRY": importlib.import_module(name).README_ENTRY
-                    for name in regenerate.demo_names()})
+                 **{f"{name}.{entry}": getattr(importlib.import_module(name), entry)
+                    for name in regenerate.demo_names()
+                    for entry in ("README_ENTRY", "README_ENTRY_WITHOUT_RESULTS")
+                    if hasattr(importlib.import_module(name), entry)})
     assert TYPED_DURATION.search("took 4-6 s") and TYPED_DURATION.search("2.5 min")
     assert not TYPED_DURATION.search("12 steps, 256 keys, 1e-3 ms")
     typed = {name: TYPED_DURATION.findall(text) for name, text in texts.items()}

@@ -76,8 +76,9 @@ def door(check=None, **specs):
                               if values[name] is not None or isinstance(spec, str)})
                 read = check(**values) if check is not None else None
             except (TypeError, ValueError) as error:    # an IndexError is a ValueError here
-                name = (function.__name__ if not is_method else type(args[0]).__name__
-                        if is_layer_call else f"{type(args[0]).__name__}.{function.__name__}")
+                owner = args[0] if isinstance(args[0], type) else type(args[0])   # classmethod
+                name = (function.__name__ if not is_method else owner.__name__
+                        if is_layer_call else f"{owner.__name__}.{function.__name__}")
                 raise type(error)(f"{name}: {error}") from None
             if read is not None:                        # {name: what the check read}
                 args, kwargs = (), {**values, **read}

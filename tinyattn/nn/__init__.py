@@ -1,5 +1,6 @@
 """Layers, built from tinyattn's ops. Read in this order: module, layers, attention, transformer,
-decoder (self- and cross-attention), experts."""
+decoder (self- and cross-attention), experts; then pretrained (GPT-2's checkpoint layout, which
+CausalTransformer.from_pretrained reads and save_pretrained writes)."""
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
                                 PositionalEncoding)

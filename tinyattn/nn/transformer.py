@@ -17,6 +17,7 @@ from tinyattn.arguments import (at_least, between, door, floating_dtype, heads_f
 from tinyattn.engine import no_grad
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
     PositionalEncoding
+from tinyattn.nn import pretrained
 from tinyattn.nn.module import Module
 from tinyattn.nn.multi_head_attention import (KVCache, MultiHeadAttention, attention_call_fits,
                                               cache_fits)
@@ -34,18 +35,19 @@ class TransformerBlock(Module):
     """Pre-LN block: x + attn(ln1(x)), then x + ff(ln2(x)). Inputs and outputs are (B, T, E).
 
     `rope=True` gives the attention rotary positions; `cache` (a KVCache) is passed to it.
+    `layer_norm_eps` is the eps of both LayerNorms (GPT-2's config calls it layer_norm_epsilon).
     """
 
     @door(heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
           hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
-          dtype=floating_dtype, rope=bool)
+          dtype=floating_dtype, rope=bool, layer_norm_eps=between(0))
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
-                 dtype=None, rope=False):
+                 dtype=None, rope=False, layer_norm_eps=1e-5):
         self.embed_dim = embed_dim
-        self.ln1 = LayerNorm(embed_dim, dtype=dtype)
+        self.ln1 = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
                                        dtype=dtype, rope=rope)
-        self.ln2 = LayerNorm(embed_dim, dtype=dtype)
+        self.ln2 = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
 
@@ -65,7 +67,7 @@ def heads_fit_positions(embed_dim, num_heads, positional="sinusoidal", **_):
     heads_fit(embed_dim, num_heads, rope=positional == "rope")
 
 
-def ids_and_cache_fit(self, ids, return_weights=False, cache=None):
+def ids_and_cache_fit(self, ids, return_weights=False, cache=None, **_):
     """The ids a (B, T) integer array within the vocabulary, the cache one KVCache per block, and
     for absolute positions, the sequence within the table's length."""
     ids_fit(self, ids)
@@ -93,6 +95,20 @@ def ids_fit(model, ids):
         raise ValueError(f"ids must be (B, T), got shape {np.shape(data_of(ids))}")
 
 
+def gpt2_shaped(self, folder):
+    """What GPT-2's layout can hold (nn/pretrained.py): learned positions, a tied head without
+    bias, attention scaled by 1/sqrt(head_dim) or not at all."""
+    differences = [what for what, differs in (
+        (f"{self.positional} positions (not learned)", self.positional != "learned"),
+        ("an output head of its own (not tied to the embedding)", not self.tied_head),
+        (f"scale {self.blocks[0].attn.scale} (not None or 1.0)",
+         self.blocks[0].attn.scale not in (None, 1.0))) if differs]
+    if differences:
+        raise ValueError(f"GPT-2's layout holds a model with learned positions, a head tied to "
+                         f"the embedding and the default scale; this one has "
+                         f"{' and '.join(differences)}")
+
+
 def prompt_fits(self, ids, **_):
     arguments.ids("ids", ids, self.embed.num_embeddings, "tokens")
     shape = np.shape(data_of(ids))
@@ -116,29 +132,45 @@ class CausalTransformer(Module):
                     some order in: demo 8)
     The first two are tables of max_len rows, so sequences are at most max_len long; the last
     three have no length limit (max_len is then unused).
+
+    GPT-2 is this model with learned positions, tanh GELU (F.gelu), `layer_norm_eps` from its
+    config, and `tied_head=True`: the output head is the token embedding itself, without bias,
+    logits = ln(x) @ embed.weight^T, so the one Parameter `embed.weight` gets the gradients of
+    both its uses (listed once by `parameters()` and `state_dict()`, as "embed.weight").
+    `from_pretrained` reads GPT-2's own weights, `save_pretrained` writes them
+    (tinyattn/nn/pretrained.py: GPT-2's checkpoint layout). `hidden_dim` is the feed-forward
+    width (default 4 * embed_dim).
     """
 
     @door(heads_fit_positions, vocab_size=at_least(1), embed_dim=at_least(1),
           num_heads=at_least(1), num_layers=at_least(1), max_len=at_least(1),
           dropout=between(0, 1), scale=optional(number), dtype=floating_dtype,
-          positional=one_of(*POSITIONAL))
+          positional=one_of(*POSITIONAL), hidden_dim=optional(at_least(1)),
+          layer_norm_eps=between(0), tied_head=bool)
     def __init__(self, vocab_size, embed_dim, num_heads, num_layers, max_len=256, dropout=0.0,
-                 scale=None, dtype=None, positional="sinusoidal"):
+                 scale=None, dtype=None, positional="sinusoidal", hidden_dim=None,
+                 layer_norm_eps=1e-5, tied_head=False):
         self.positional, self.max_len, self.num_heads = positional, max_len, num_heads
+        self.tied_head = tied_head
         self.embed = Embedding(vocab_size, embed_dim, dtype=dtype)
         if positional == "sinusoidal":
             self.positions = PositionalEncoding(embed_dim, max_len)
         elif positional == "learned":
             self.positions = Embedding(max_len, embed_dim, dtype=dtype)
-        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout, scale=scale,
-                                        dtype=dtype, rope=positional == "rope")
+        self.blocks = [TransformerBlock(embed_dim, num_heads, hidden_dim, dropout=dropout,
+                                        scale=scale, dtype=dtype, rope=positional == "rope",
+                                        layer_norm_eps=layer_norm_eps)
                        for _ in range(num_layers)]
-        self.ln = LayerNorm(embed_dim, dtype=dtype)
-        self.head = Linear(embed_dim, vocab_size, dtype=dtype)
+        self.ln = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
+        self.head = Linear(embed_dim, vocab_size, bias=not tied_head, dtype=dtype)
+        if tied_head:       # one Parameter in two places: its gradient sums both uses
+            self.head.weight = self.embed.weight        # (vocab_size, E): Linear's (out, in)
 
-    @door(ids_and_cache_fit, return_weights=bool)
-    def forward(self, ids, return_weights=False, cache=None):
+    @door(ids_and_cache_fit, return_weights=bool, last_only=bool)
+    def forward(self, ids, return_weights=False, cache=None, last_only=False):
         """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
+        `last_only=True` gives the last position's logits alone, (B, 1, vocab_size): all that
+        generation reads, for one row of the head's product (E x vocab_size) instead of T.
 
         `cache` (a list of one KVCache per block, from `empty_cache()`) holds the keys and values
         of the tokens seen so far: the ids are then the next tokens of the same sequences, at the
@@ -161,8 +193,36 @@ class CausalTransformer(Module):
             x, block_weights = block.forward_with_weights(x, bias, is_causal=True,
                                                           cache=block_cache)   # (B, T, E)
             weights.append(block_weights)                               # (B, H, T, start + T)
-        logits = self.head(self.ln(x))                                  # (B, T, vocab_size)
+        if last_only:
+            x = x[:, -1:]                                               # (B, 1, E)
+        logits = self.head(self.ln(x))                                  # (B, T or 1, vocab_size)
         return (logits, weights) if return_weights else logits
+
+    @classmethod
+    @door(dtype=floating_dtype)
+    def from_pretrained(cls, folder, dtype=np.float32):
+        """GPT-2 from a folder in Hugging Face's layout (config.json and model.safetensors, as
+        `python -m tinyattn download gpt2` fetches them, or as transformers' `save_pretrained`
+        writes them), in eval mode, its parameters of `dtype`. How GPT-2's names and layout map
+        onto this model: tinyattn/nn/pretrained.py. A folder that is not such a folder (a file
+        missing, a config asking for what this model does not do, weights that disagree with
+        the config) is a FileNotFoundError or ValueError naming the folder and what is wrong."""
+        try:
+            settings, state = pretrained.read_gpt2(folder)
+        except (OSError, ValueError) as error:
+            raise type(error)(f"CausalTransformer.from_pretrained: {error}") from None
+        model = cls(**settings, dtype=dtype)
+        model.load_state_dict(state)
+        return model.eval()
+
+    @door(gpt2_shaped)
+    def save_pretrained(self, folder):
+        """Write config.json and model.safetensors of this model to `folder` (made if missing) in
+        GPT-2's layout, which `from_pretrained` and transformers' `GPT2LMHeadModel.from_pretrained`
+        read: a model trained here runs there. Only a GPT-2-shaped model fits that layout: learned
+        positions, a tied head, the default scale or none (scale=1.0). Each file is written whole
+        or not at all."""
+        pretrained.write_gpt2(folder, self)
 
     def empty_cache(self):
         """One empty KVCache per block, for `forward(ids, cache=...)`."""
@@ -204,9 +264,9 @@ class CausalTransformer(Module):
             start = 0 if window is None else max(0, ids.shape[1] - window)
             if cache is None or start > 0:          # first step, or the window has slid
                 cache = self.empty_cache()
-                logits = self(ids[:, start:], cache=cache)              # (B, T - start, vocab)
+                logits = self(ids[:, start:], cache=cache, last_only=True)  # (B, 1, vocab)
             else:
-                logits = self(ids[:, -1:], cache=cache)                 # (B, 1, vocab)
+                logits = self(ids[:, -1:], cache=cache, last_only=True)     # (B, 1, vocab)
             last = logits.data[:, -1]                                   # (B, vocab)
             samplable(last, step)
             chosen = next_tokens(last, temperature, top_k)              # (B,)

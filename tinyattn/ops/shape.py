@@ -148,8 +148,8 @@ def resolve_shape(input_shape, shape):
     """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
     if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
         raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most one -1")
-    size = math.prod(input_shape)
-    known = int(math.prod(n for n in shape if n != -1))
+    size = math.prod(input_shape)       # math.prod on Python ints: np.prod converts to an array,
+    known = math.prod(n for n in shape if n != -1)      # slower than the reshape itself
     if -1 in shape and known > 0 and size % known == 0:
         shape = tuple(size // known if n == -1 else int(n) for n in shape)
     if math.prod(shape) != size or -1 in shape:

@@ -1,4 +1,5 @@
-"""The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed)."""
+"""The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
+`python -m tinyattn download gpt2` (GPT-2's weights)."""
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
@@ -7,7 +8,11 @@ commands:
   check   run the gradient checks of every op and layer and print a table
   bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
           1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
-          5 generation with and without the cache; `bench 3 5` runs only those parts
+          5 generation with and without the cache, 6 generation on GPT-2 small's shape;
+          `bench 3 5` runs only those parts
+  download gpt2 [FOLDER]
+          GPT-2 small's weights and tokenizer from the Hugging Face hub, each file checked
+          (default folder: ~/.cache/tinyattn/gpt2)
 """
 
 
@@ -23,6 +28,9 @@ def main(argv):
         from tinyattn.tools import bench
         bench.run_with_one_blas_thread(argv)
         return bench.main(options)
+    if command == "download":
+        from tinyattn.tools import download
+        return download.main(options)
     print(f"python -m tinyattn: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

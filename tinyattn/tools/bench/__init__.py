@@ -5,7 +5,8 @@ Each part runs the computations it compares interleaved (A B C A B C ...), so th
 neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
 with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
 to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
-attention; part 5 generation with and without the cache. What is reported is the median over
+attention; part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape
+against Hugging Face transformers, when it is installed. What is reported is the median over
 rounds of the per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the
 ratios compare the work done, not how it was spread over cores.
 
@@ -16,6 +17,7 @@ ratios compare the work done, not how it was spread over cores.
                           causal linear attention against plain causal attention, time and peak
                           memory; block-sparse against flash (the full causal layout)
     generation.py      5. writing text with and without the key/value cache
+    gpt2_generation.py 6. writing text with GPT-2 small's shape, against transformers' generate
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -27,13 +29,14 @@ import numpy as np
 
 from tinyattn.tools.bench.multi_head import bench_attention
 from tinyattn.tools.bench.generation import bench_generation
+from tinyattn.tools.bench.gpt2_generation import bench_gpt2_generation
 from tinyattn.tools.bench.long_attention import bench_long_attention
 from tinyattn.tools.bench.overhead import bench_chain
 from tinyattn.tools.bench.training import bench_training_step
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
-         5: lambda rounds, torch: bench_generation(rounds)}
+         5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation}
 
 
 def run_with_one_blas_thread(argv):

@@ -23,12 +23,13 @@ LENGTHS = (32, 64, 128, 256)
 def generate_without_cache(model, ids, max_new_tokens, temperature=1.0, top_k=None):
     """What `model.generate` computes, the plain way: at every step the model runs on the whole
     prefix (its last max_len tokens, for absolute positions) and the next token is drawn from
-    the last position's logits, with the same draws."""
+    the last position's logits (the only ones computed: the head is the same work either way, as
+    in nanoGPT), with the same draws."""
     ids = np.asarray(ids, dtype=np.int64)
     window = model.max_len if model.positional in ABSOLUTE else None
     for _ in range(max_new_tokens):
         context = ids if window is None else ids[:, -window:]
-        logits = model(context).data[:, -1]                         # (B, vocab)
+        logits = model(context, last_only=True).data[:, -1]         # (B, vocab)
         ids = np.concatenate([ids, next_tokens(logits, temperature, top_k)[:, None]], axis=1)
     return ids
 

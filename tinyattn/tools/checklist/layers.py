@@ -37,6 +37,16 @@ def embedding():
     return (lambda weight: table(ids)), [table.weight]
 
 
+def tied_embedding():
+    """Every element of the tied embedding of a GPT-2-shaped model, checked on its own: its
+    gradient is the lookup's (rows of the ids) plus the head's (every row)."""
+    ta.manual_seed(0)
+    model = nn.CausalTransformer(vocab_size=5, embed_dim=4, num_heads=2, num_layers=1, max_len=4,
+                                 positional="learned", tied_head=True)
+    ids = np.array([[1, 3, 3, 0]])
+    return (lambda weight: model(ids)), [model.embed.weight]
+
+
 LAYER_CASES = [
     # functions
     LayerCase("F.dropout (fixed mask)", function(seeded_dropout, (4, 5))),
@@ -84,4 +94,9 @@ LAYER_CASES = [
               layer(lambda: nn.MultiHeadAttention(64, 8), (2, 6, 64)), directions=4),
     LayerCase("CausalTransformer (random directions)",
               language_model("sinusoidal", num_layers=2), directions=4),
+    # GPT-2's shape: the head is the embedding, so embed.weight's gradient sums both uses
+    LayerCase("CausalTransformer, GPT-2's tied head (random directions)",
+              language_model("learned", num_layers=2, tied_head=True, layer_norm_eps=1e-3),
+              directions=4),
+    LayerCase("CausalTransformer, GPT-2's tied head (embed.weight alone)", tied_embedding),
 ]

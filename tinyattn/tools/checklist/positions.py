@@ -33,13 +33,14 @@ def cached_attention_step():
     return step, [x, *attention.parameters()]
 
 
-def language_model(positional, cached=False, num_layers=1):
-    """A causal transformer with the given positions, on fixed ids; `cached`: the last two
-    positions' logits, computed after the first three went into a cache."""
+def language_model(positional, cached=False, num_layers=1, **options):
+    """A causal transformer with the given positions (and other `options` of CausalTransformer),
+    on fixed ids; `cached`: the last two positions' logits, computed after the first three went
+    into a cache."""
     def build():
         ta.manual_seed(0)
         model = nn.CausalTransformer(vocab_size=7, embed_dim=8, num_heads=2, num_layers=num_layers,
-                                     max_len=8, positional=positional)
+                                     max_len=8, positional=positional, **options)
         ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
 
         def logits(*parameters):

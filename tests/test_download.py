@@ -1,0 +1,206 @@
+"""`python -m tinyattn download gpt2` (tinyattn/tools/download.py) against a server on this
+machine (127.0.0.1): files checked and renamed only when whole, a cut transfer resumed with an
+HTTP Range request, a server that ignores the Range, a file of the wrong bytes refused, and the
+offline path: one line, exit status 1, nothing half-written."""
+import hashlib
+import http.server
+import io
+import pathlib
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tinyattn.tools import cli, download
+
+CONTENTS = {"config.json": b'{"n_layer": 12}\n', "model.safetensors": bytes(range(256)) * 40}
+
+
+def listing(contents=CONTENTS):
+    return {name: (len(data), hashlib.sha256(data).hexdigest()) for name, data in contents.items()}
+
+
+class Server:
+    """An HTTP server on 127.0.0.1 serving `contents`, honouring Range requests unless told not
+    to, and able to close the connection after `cut_after` bytes of a body; it records the Range
+    header of every request."""
+
+    def __init__(self, contents=CONTENTS):
+        self.contents, self.cut_after, self.honour_range, self.ranges = contents, None, True, []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                data = server.contents.get(self.path.lstrip("/"))
+                if data is None:
+                    self.send_error(404)
+                    return
+                asked = self.headers.get("Range")
+                server.ranges.append(asked)
+                start = int(asked[len("bytes="):-1]) if asked and server.honour_range else 0
+                self.send_response(206 if start else 200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                body = data[start:]
+                self.wfile.write(body if server.cut_after is None else body[:server.cut_after])
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def fetch_all(folder, server, files=None):
+    progress = download.Progress(io.StringIO())
+    return download.download(folder, server.url, files or listing(), progress)
+
+
+def test_every_file_arrives_whole_and_checked_and_is_not_fetched_twice(tmp_path):
+    with Server() as server:
+        assert fetch_all(tmp_path / "gpt2", server) == ["config.json", "model.safetensors"]
+        assert fetch_all(tmp_path / "gpt2", server) == []               # already there
+    assert sorted(p.name for p in (tmp_path / "gpt2").iterdir()) == sorted(CONTENTS)
+    for name, data in CONTENTS.items():
+        assert (tmp_path / "gpt2" / name).read_bytes() == data
+    assert server.ranges == [None, None]
+
+
+def test_a_cut_transfer_keeps_a_partial_file_and_the_next_run_asks_for_the_rest(tmp_path):
+    model = tmp_path / "model.safetensors"
+    with Server() as server:
+        server.cut_after = 4000
+        with pytest.raises(download.DownloadError, match=r"the transfer of .*model.safetensors "
+                                                         r"broke off after 4,000 of 10,240 bytes. "
+                                                         r"Kept 4,000 bytes in .*model.safetensors"
+                                                         r".partial: the next run resumes"):
+            fetch_all(tmp_path, server)
+        assert (tmp_path / "config.json").is_file() and not model.exists()
+        assert (tmp_path / "model.safetensors.partial").read_bytes() == \
+            CONTENTS["model.safetensors"][:4000]
+        with pytest.raises(download.DownloadError, match="broke off after 8,000 of 10,240"):
+            fetch_all(tmp_path, server)                                 # 4,000 more
+        server.cut_after = None
+        assert fetch_all(tmp_path, server) == ["model.safetensors"]
+    assert server.ranges == [None, None, "bytes=4000-", "bytes=8000-"]
+    assert model.read_bytes() == CONTENTS["model.safetensors"]
+    assert not (tmp_path / "model.safetensors.partial").exists()
+
+
+def test_a_server_that_ignores_the_range_sends_it_all_again(tmp_path):
+    (tmp_path / "model.safetensors.partial").write_bytes(CONTENTS["model.safetensors"][:100])
+    with Server() as server:
+        server.honour_range = False
+        fetch_all(tmp_path, server)
+    assert server.ranges[-1] == "bytes=100-"
+    assert (tmp_path / "model.safetensors").read_bytes() == CONTENTS["model.safetensors"]
+
+
+def test_a_complete_partial_file_is_checked_and_renamed_without_asking(tmp_path):
+    for name, data in CONTENTS.items():
+        (tmp_path / f"{name}.partial").write_bytes(data)
+    with Server() as server:
+        assert fetch_all(tmp_path, server) == list(CONTENTS)
+    assert server.ranges == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(CONTENTS)
+
+
+@pytest.mark.parametrize("wrong", [b"x" * 10240, b"x" * 10241])
+def test_bytes_that_are_not_the_expected_file_are_refused_and_deleted(tmp_path, wrong):
+    """Of the right size and the wrong SHA-256, or longer than the file: no file takes the
+    name, and no partial is kept (resuming it would only append to wrong bytes)."""
+    with Server({**CONTENTS, "model.safetensors": wrong}) as server:
+        with pytest.raises(download.DownloadError, match=rf"model.safetensors gave {len(wrong):,} "
+                                                         rf"bytes of SHA-256 [0-9a-f]{{64}}, not "
+                                                         rf"the 10,240 bytes .* expected: "
+                                                         rf"deleted, nothing kept"):
+            fetch_all(tmp_path, server, listing())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_a_file_already_there_but_wrong_is_fetched_again(tmp_path):
+    (tmp_path / "config.json").write_bytes(b"{}")
+    with Server() as server:
+        assert fetch_all(tmp_path, server) == ["config.json", "model.safetensors"]
+    assert (tmp_path / "config.json").read_bytes() == CONTENTS["config.json"]
+
+
+def test_a_missing_file_on_the_server_is_named(tmp_path):
+    with Server({"config.json": CONTENTS["config.json"]}) as server:
+        with pytest.raises(download.DownloadError, match=r"model.safetensors answered 404 Not "
+                                                         r"Found. Nothing was written"):
+            fetch_all(tmp_path, server)
+
+
+def closed_port():
+    """The URL of a port on this machine where nothing listens."""
+    with Server() as server:
+        url = server.url
+    return url
+
+
+def test_offline_it_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(download, "BASE_URL", closed_port())
+    assert cli.main(["download", "gpt2", str(tmp_path / "gpt2")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("download: cannot reach 127.0.0.1:")
+    assert captured.err.endswith("offline? Nothing was written.\n")
+    assert not (tmp_path / "gpt2").exists()
+
+
+def test_offline_a_partial_file_is_kept_and_said(tmp_path, monkeypatch, capsys):
+    files = listing()
+    (tmp_path / "config.json").write_bytes(CONTENTS["config.json"])
+    (tmp_path / "model.safetensors.partial").write_bytes(b"\0" * 300)
+    monkeypatch.setattr(download, "BASE_URL", closed_port())
+    monkeypatch.setattr(download, "FILES", files)
+    assert cli.main(["download", "gpt2", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"Kept 300 bytes in {tmp_path / 'model.safetensors.partial'}: the next run resumes from "
+        f"there.\n")
+
+
+def test_the_command_line_downloads_into_the_folder_it_is_given(tmp_path, monkeypatch, capsys):
+    with Server() as server:
+        monkeypatch.setattr(download, "BASE_URL", server.url)
+        monkeypatch.setattr(download, "FILES", listing())
+        assert cli.main(["download", "gpt2", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"is in {tmp_path}, every file checked (size and SHA-256)" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(CONTENTS)
+
+
+def test_the_default_folder_is_a_per_user_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert download.default_folder() == str(tmp_path / "tinyattn" / "gpt2")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert download.default_folder() == str(tmp_path / ".cache" / "tinyattn" / "gpt2")
+
+
+def test_only_gpt2_is_offered():
+    done = subprocess.run([sys.executable, "-m", "tinyattn", "download", "gpt3"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "invalid choice: 'gpt3'" in done.stderr
+
+
+def test_the_listing_is_gpt2s_tokenizer_files_of_the_fixture():
+    """vocab.json and merges.txt of GPT-2 are the fixture's (OpenAI's own files): their listed
+    sizes and SHA-256 are checked here against the bytes."""
+    folder = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
+    for name in ("vocab.json", "merges.txt"):
+        data = (folder / name).read_bytes()
+        assert download.FILES[name] == (len(data), hashlib.sha256(data).hexdigest())

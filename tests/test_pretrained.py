@@ -1,0 +1,251 @@
+"""GPT-2's weights both ways (tinyattn/nn/pretrained.py): CausalTransformer.from_pretrained gives
+the logits and the greedy tokens transformers computed on the fixture tests/fixtures/gpt2-tiny
+(made by make_gpt2_tiny.py); save_pretrained writes what from_pretrained and transformers read;
+the tied head; and a folder that is not a GPT-2 folder, named with what is wrong."""
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+from tinyattn.nn import pretrained
+from tinyattn.tools.bench.generation import generate_without_cache
+
+FOLDER = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
+TOLERANCE = {"float32": 1e-4, "float64": 1e-9}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return ta.load_safetensors(f"{FOLDER}/reference.safetensors")
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {dtype: nn.CausalTransformer.from_pretrained(FOLDER, dtype=np.dtype(dtype))
+            for dtype in TOLERANCE}
+
+
+def gpt2_copy(tmp_path, **config_changes):
+    """A copy of the fixture's config and weights in tmp_path, the config changed as asked."""
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    shutil.copy(f"{FOLDER}/model.safetensors", folder)
+    config = json.loads((FOLDER / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return folder
+
+
+def logits_of(model, ids):
+    with ta.no_grad():
+        return model(ids).data
+
+
+@pytest.mark.parametrize("dtype", TOLERANCE)
+def test_the_logits_are_transformers_logits(models, reference, dtype):
+    """At the 2,048 stored columns, and at all 50,257 through the stored last hidden state (the
+    logits are it times the tied embedding)."""
+    model, ids = models[dtype], reference["input_ids"]
+    logits = logits_of(model, ids)                                  # (2, 20, 50257)
+    assert logits.dtype == np.dtype(dtype) and logits.shape == (2, 20, 50257)
+    columns = reference["logit_columns"]
+    np.testing.assert_allclose(logits[..., columns], reference[f"logits_{dtype}"], rtol=0,
+                               atol=TOLERANCE[dtype])
+    every_column = reference[f"last_hidden_{dtype}"] @ model.embed.weight.data.T
+    np.testing.assert_allclose(logits, every_column, rtol=0, atol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", TOLERANCE)
+def test_greedy_generation_gives_transformers_tokens(models, reference, dtype):
+    prompt, expected = reference["prompt_ids"], reference["generated_ids"]
+    generated = models[dtype].generate(prompt, expected.shape[1] - prompt.shape[1], temperature=0)
+    np.testing.assert_array_equal(generated, expected)
+    np.testing.assert_array_equal(generate_without_cache(models[dtype], prompt, 20, 0), expected)
+
+
+def test_the_head_is_the_token_embedding(models):
+    model = models["float32"]
+    assert model.head.weight is model.embed.weight and model.head.bias is None
+    assert model.tied_head and model.positional == "learned" and not model.training
+    assert "head.weight" not in model.state_dict() and "embed.weight" in model.state_dict()
+    assert model.embed.weight.name == "embed.weight"
+    assert model.ln.eps == model.blocks[1].ln2.eps == 1e-5
+
+
+def test_the_tied_embedding_gets_the_gradient_of_both_uses():
+    """The head's and the lookup's gradients add up in embed.weight: here the sum of the two,
+    each computed by a model whose other use is a frozen copy."""
+    ta.manual_seed(0)
+    model = nn.CausalTransformer(11, 8, 2, 1, max_len=6, positional="learned", tied_head=True)
+    ids, upstream = np.array([[1, 4, 4, 2]]), np.random.default_rng(0).standard_normal((1, 4, 11))
+    model(ids).backward(upstream)
+    both = model.embed.weight.grad.copy()
+    parts = []
+    for frozen in ("embed", "head"):
+        model.zero_grad()
+        weight = model.embed.weight
+        copy = nn.Parameter(weight.data.copy(), requires_grad=False)
+        setattr(getattr(model, frozen), "weight", copy)
+        model(ids).backward(upstream)
+        parts.append(weight.grad)
+        setattr(getattr(model, frozen), "weight", weight)
+    assert all(part is not None and np.abs(part).max() > 1e-3 for part in parts)
+    np.testing.assert_allclose(both, parts[0] + parts[1], rtol=1e-12, atol=1e-14)
+
+
+def test_last_only_is_the_last_row_of_the_logits(models, reference):
+    model, ids = models["float64"], reference["input_ids"]
+    with ta.no_grad():
+        last = model(ids, last_only=True).data
+    assert last.shape == (2, 1, 50257)
+    np.testing.assert_array_equal(last[:, 0], logits_of(model, ids)[:, -1])
+
+
+def test_names_without_the_prefix_and_gpt2s_mask_buffers_are_read(tmp_path, models, reference):
+    """OpenAI's converted checkpoint names weights without `transformer.`, holds each layer's
+    causal mask as h.N.attn.bias, and may hold lm_head.weight equal to wte."""
+    weights = ta.load_safetensors(f"{FOLDER}/model.safetensors")
+    renamed = {name.removeprefix("transformer."): array for name, array in weights.items()}
+    renamed.update({f"h.{n}.attn.bias": np.tril(np.ones((1, 1, 128, 128), np.float32))
+                    for n in range(2)})
+    renamed["lm_head.weight"] = renamed["wte.weight"]
+    folder = gpt2_copy(tmp_path)
+    ta.save_safetensors(folder / "model.safetensors", renamed)
+    model = nn.CausalTransformer.from_pretrained(folder, dtype=np.float64)
+    np.testing.assert_array_equal(logits_of(model, reference["input_ids"]),
+                                  logits_of(models["float64"], reference["input_ids"]))
+
+
+def test_save_pretrained_writes_the_files_it_read(tmp_path, models):
+    models["float32"].save_pretrained(tmp_path / "saved")
+    assert sorted(path.name for path in (tmp_path / "saved").iterdir()) == \
+        ["config.json", "model.safetensors"]
+    saved = ta.load_safetensors(tmp_path / "saved" / "model.safetensors")
+    original = ta.load_safetensors(f"{FOLDER}/model.safetensors")
+    assert sorted(saved) == sorted(original)
+    for name in original:
+        assert saved[name].dtype == np.float32, name
+        np.testing.assert_array_equal(saved[name], original[name], err_msg=name)
+    config = json.loads((tmp_path / "saved" / "config.json").read_text())
+    fixture_config = json.loads((FOLDER / "config.json").read_text())
+    for key in pretrained.SIZES + ("n_inner", "layer_norm_epsilon", "activation_function",
+                                   "model_type", "tie_word_embeddings", "scale_attn_weights"):
+        assert config[key] == fixture_config[key], key
+
+
+def a_model_trained_here():
+    """A GPT-2-shaped model that is not GPT-2's default: an inner width of its own, another
+    LayerNorm eps, unscaled attention, float64, after one step of training."""
+    ta.manual_seed(3)
+    model = nn.CausalTransformer(13, 12, 3, 2, max_len=9, positional="learned", tied_head=True,
+                                 hidden_dim=20, layer_norm_eps=1e-3, scale=1.0)
+    ids = np.random.default_rng(0).integers(0, 13, (2, 9))
+    optimizer = ta.optim.Adam(model.parameters(), lr=0.01)
+    logits = model(ids[:, :-1])
+    ta.functional.cross_entropy(logits.reshape(-1, 13), ids[:, 1:].reshape(-1)).backward()
+    optimizer.step()
+    return model.eval(), ids
+
+
+def test_a_model_trained_here_round_trips_through_tinyattn(tmp_path):
+    model, ids = a_model_trained_here()
+    model.save_pretrained(tmp_path)
+    loaded = nn.CausalTransformer.from_pretrained(tmp_path, dtype=np.float64)
+    assert loaded.blocks[0].ff.up.out_features == 20 and loaded.ln.eps == 1e-3
+    assert loaded.blocks[0].attn.scale == 1.0
+    np.testing.assert_array_equal(logits_of(loaded, ids), logits_of(model, ids))
+
+
+@pytest.mark.parametrize("dtype", TOLERANCE)
+def test_save_pretrained_runs_in_transformers(tmp_path, models, reference, dtype):
+    """transformers loads what save_pretrained wrote and computes the same logits (skipped, saying
+    so, when transformers is not installed)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: the round trip through "
+                                                "transformers is not checked")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: "
+                                       "the round trip through it is not checked")
+    model, ids = a_model_trained_here()
+    cases = [(model.to(np.dtype(dtype)), ids), (models[dtype], reference["input_ids"])]
+    for number, (ours, ids) in enumerate(cases):
+        ours.save_pretrained(tmp_path / str(number))
+        theirs = transformers.GPT2LMHeadModel.from_pretrained(
+            tmp_path / str(number), dtype=getattr(torch, dtype), attn_implementation="eager")
+        with torch.no_grad():
+            their_logits = theirs.eval()(torch.tensor(ids)).logits.numpy()
+        assert their_logits.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(their_logits, logits_of(ours, ids), rtol=0,
+                                   atol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (lambda folder: shutil.rmtree(folder), FileNotFoundError, r"there is no folder '.*gpt2'"),
+    (lambda folder: (folder / "config.json").unlink(), FileNotFoundError,
+     r"the folder '.*gpt2' has no config.json: a GPT-2 folder in Hugging Face's layout holds "
+     r"config.json and model.safetensors \(`python -m tinyattn download gpt2`"),
+    (lambda folder: (folder / "model.safetensors").unlink(), FileNotFoundError,
+     r"the folder '.*gpt2' has config.json but no model.safetensors"),
+    (lambda folder: (folder / "config.json").write_text("{'n_layer': 2"), ValueError,
+     r"the folder '.*gpt2': config.json is not valid JSON"),
+    (lambda folder: (folder / "config.json").write_text('{"n_layer": 2, "n_head": 4}'), ValueError,
+     r"the folder '.*gpt2': config.json has no n_embd, n_positions, vocab_size: it is not a "
+     r"GPT-2 config"),
+    (lambda folder: (folder / "model.safetensors").write_bytes(b"\x05" + bytes(7)), ValueError,
+     r"load_safetensors: '.*gpt2/model.safetensors' is not a safetensors file"),
+])
+def test_a_folder_with_a_file_missing_or_broken_is_named(tmp_path, change, error, message):
+    folder = gpt2_copy(tmp_path)
+    change(folder)
+    with pytest.raises(error, match=r"^CausalTransformer.from_pretrained: " + message):
+        nn.CausalTransformer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("config_changes, message", [
+    (dict(n_layer=3), r"model.safetensors and config.json disagree: for a GPT-2 of n_layer 3, "
+                      r"n_head 4, n_embd 32, n_positions 128, vocab_size 50257, model.safetensors "
+                      r"lacks h.2.ln_1.weight, h.2.ln_1.bias, h.2.ln_2.weight, h.2.ln_2.bias and "
+                      r"8 more$"),
+    (dict(n_layer=1), r".*, model.safetensors also holds h.1.attn.c_attn.bias, .* and 8 more$"),
+    (dict(n_embd=64, n_head=4), r"model.safetensors and config.json disagree: for a GPT-2 of "
+                                r"n_layer 2, n_head 4, n_embd 64, .*, wte.weight would be "
+                                r"\(50257, 64\), but model.safetensors holds \(50257, 32\)$"),
+    (dict(n_positions=64), r".*, wpe.weight would be \(64, 32\), but model.safetensors holds "
+                           r"\(128, 32\)$"),
+    (dict(n_inner=64), r".*, h.0.mlp.c_fc.weight would be \(32, 64\), but .* holds \(32, 128\)$"),
+    (dict(activation_function="relu", n_head=3), r"config.json asks for what CausalTransformer "
+                                                 r"does not do: activation_function 'relu' .*; "
+                                                 r"n_embd 32 not divisible by n_head 3$"),
+    (dict(model_type="llama"), r".*: model_type 'llama' \(not 'gpt2'\)"),
+    (dict(tie_word_embeddings=False), r".*: tie_word_embeddings false"),
+    (dict(n_layer="2"), r"config.json's n_layer is '2'; sizes must be integers of at least 1"),
+])
+def test_a_config_that_disagrees_with_the_weights_is_named(tmp_path, config_changes, message):
+    folder = gpt2_copy(tmp_path, **config_changes)
+    with pytest.raises(ValueError, match=rf"^CausalTransformer.from_pretrained: the folder "
+                                         rf"'.*gpt2': {message}"):
+        nn.CausalTransformer.from_pretrained(folder)
+
+
+def test_from_pretrained_checks_its_dtype():
+    with pytest.raises(TypeError, match=r"^CausalTransformer.from_pretrained: dtype must be a "
+                                        r"floating-point type, got int64"):
+        nn.CausalTransformer.from_pretrained(FOLDER, dtype=np.int64)
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(positional="sinusoidal", tied_head=True), r"this one has sinusoidal positions \(not "
+                                                    r"learned\)$"),
+    (dict(positional="learned"), r"this one has an output head of its own"),
+    (dict(positional="rope", scale=0.5), r"this one has rope positions \(not learned\) and an "
+                                         r"output head of its own .* and scale 0.5 \(not None or "
+                                         r"1.0\)$"),
+])
+def test_save_pretrained_refuses_a_model_gpt2s_layout_cannot_hold(tmp_path, settings, message):
+    model = nn.CausalTransformer(11, 8, 2, 1, max_len=6, **settings)
+    with pytest.raises(ValueError, match=r"^CausalTransformer.save_pretrained: GPT-2's layout "
+                                         r"holds a model with learned positions, a head tied to "
+                                         r"the embedding and the default scale; " + message):
+        model.save_pretrained(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,237 @@
+"""GPT-2's checkpoint layout: how Hugging Face stores GPT-2, and how it maps onto tinyattn's
+`CausalTransformer` (read by `CausalTransformer.from_pretrained`, written by `save_pretrained`).
+
+A GPT-2 folder holds `config.json` (the sizes) and `model.safetensors` (the weights; the tokenizer's
+vocab.json and merges.txt sit beside them, read by `tinyattn.tokenizer`). The model is a
+CausalTransformer with learned positions, tanh GELU (F.gelu; GPT-2's config calls it "gelu_new"),
+LayerNorms of eps `layer_norm_epsilon`, and an output head tied to the token embedding, without
+bias: logits = ln_f(h) @ wte^T. Four things differ from tinyattn's layout:
+
+1. Names: GPT-2's `h.0.ln_1.weight` is tinyattn's `blocks.0.ln1.weight`; LAYOUT lists them all.
+   transformers saves them with the prefix `transformer.` (GPT2LMHeadModel's body is
+   `self.transformer`), OpenAI's converted checkpoint without it: both are read.
+2. Conv1D: GPT-2's projections are "Conv1D" layers (from the original TensorFlow code), which
+   compute x @ W + b with W stored (in, out): the transpose of nn.Linear's (out, in).
+3. c_attn: the query, key and value projections are one Conv1D of width 3E, side by side:
+   columns [0, E) are the query's, [E, 2E) the key's, [2E, 3E) the value's.
+4. The head: tied to wte, so it is not stored (a `lm_head.weight` equal to wte is accepted). The
+   real checkpoint also stores each layer's causal mask as a buffer, `h.N.attn.bias` (and
+   `attn.masked_bias`): a constant, not a weight, which tinyattn skips.
+"""
+import json
+import os
+
+import numpy as np
+
+from tinyattn.safetensors import load_safetensors, replaced_atomically, save_safetensors
+
+# tinyattn's name (N: the block)    GPT-2's name (Hugging Face)  which third of c_attn, transposed
+LAYOUT = [
+    ("embed.weight",                  "wte.weight",                  None, False),
+    ("positions.weight",              "wpe.weight",                  None, False),
+    ("blocks.N.ln1.weight",           "h.N.ln_1.weight",             None, False),
+    ("blocks.N.ln1.bias",             "h.N.ln_1.bias",               None, False),
+    ("blocks.N.attn.q_proj.weight",   "h.N.attn.c_attn.weight",      0,    True),
+    ("blocks.N.attn.q_proj.bias",     "h.N.attn.c_attn.bias",        0,    False),
+    ("blocks.N.attn.k_proj.weight",   "h.N.attn.c_attn.weight",      1,    True),
+    ("blocks.N.attn.k_proj.bias",     "h.N.attn.c_attn.bias",        1,    False),
+    ("blocks.N.attn.v_proj.weight",   "h.N.attn.c_attn.weight",      2,    True),
+    ("blocks.N.attn.v_proj.bias",     "h.N.attn.c_attn.bias",        2,    False),
+    ("blocks.N.attn.out_proj.weight", "h.N.attn.c_proj.weight",      None, True),
+    ("blocks.N.attn.out_proj.bias",   "h.N.attn.c_proj.bias",        None, False),
+    ("blocks.N.ln2.weight",           "h.N.ln_2.weight",             None, False),
+    ("blocks.N.ln2.bias",             "h.N.ln_2.bias",               None, False),
+    ("blocks.N.ff.up.weight",         "h.N.mlp.c_fc.weight",         None, True),
+    ("blocks.N.ff.up.bias",           "h.N.mlp.c_fc.bias",           None, False),
+    ("blocks.N.ff.down.weight",       "h.N.mlp.c_proj.weight",       None, True),
+    ("blocks.N.ff.down.bias",         "h.N.mlp.c_proj.bias",         None, False),
+    ("ln.weight",                     "ln_f.weight",                 None, False),
+    ("ln.bias",                       "ln_f.bias",                   None, False),
+]
+PREFIX = "transformer."
+BUFFERS = (".attn.bias", ".attn.masked_bias")      # GPT-2's causal masks, not weights
+SIZES = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
+TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")       # transformers' names for F.gelu
+
+
+def layout(num_layers):
+    """LAYOUT with N replaced by each block's number: [(tinyattn name, GPT-2 name, third,
+    transposed)], in the order of LAYOUT, block after block."""
+    rows = [row for row in LAYOUT if "N" not in row[0]]
+    per_block = [row for row in LAYOUT if "N" in row[0]]
+    blocks = [(ours.replace("N", str(n), 1), theirs.replace("N", str(n), 1), third, transposed)
+              for n in range(num_layers) for ours, theirs, third, transposed in per_block]
+    return rows[:2] + blocks + rows[2:]
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading
+
+def read_gpt2(folder):
+    """(settings for CausalTransformer, state dict of tinyattn's names) from a GPT-2 folder; a
+    FileNotFoundError or ValueError naming the folder and what is wrong with it."""
+    folder = os.fspath(folder)
+    config = read_config(folder)
+    settings = settings_from_config(config, folder)
+    weights = read_weights(folder, config)
+    state = {}
+    for ours, theirs, third, transposed in layout(config["n_layer"]):
+        array = weights[theirs]
+        if third is not None:
+            array = np.split(array, 3, axis=-1)[third]      # (E, 3E) -> (E, E); (3E,) -> (E,)
+        state[ours] = array.T if transposed else array      # Conv1D (in, out) -> Linear (out, in)
+    return settings, state
+
+
+def read_config(folder):
+    """config.json as a dict, with the sizes a GPT-2 must have."""
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"there is no folder {folder!r}")
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"the folder {folder!r} has no config.json: a GPT-2 folder in "
+                                f"Hugging Face's layout holds config.json and model.safetensors "
+                                f"(`python -m tinyattn download gpt2` fetches GPT-2 small)")
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"the folder {folder!r}: config.json is not valid JSON ({error})") \
+            from None
+    if not isinstance(config, dict):
+        raise ValueError(f"the folder {folder!r}: config.json holds a JSON "
+                         f"{type(config).__name__}, not an object")
+    missing = [key for key in SIZES if key not in config]
+    if missing:
+        raise ValueError(f"the folder {folder!r}: config.json has no {', '.join(missing)}: it "
+                         f"is not a GPT-2 config (GPT-2's has {', '.join(SIZES)})")
+    bad = [key for key in SIZES if type(config[key]) is not int or config[key] < 1]
+    if bad:
+        raise ValueError(f"the folder {folder!r}: config.json's "
+                         + ", ".join(f"{key} is {config[key]!r}" for key in bad)
+                         + "; sizes must be integers of at least 1")
+    return config
+
+
+def settings_from_config(config, folder):
+    """The CausalTransformer arguments of a GPT-2 config, or a ValueError for a config that asks
+    for what this model does not do."""
+    refused = []
+    if config.get("model_type", "gpt2") != "gpt2":
+        refused.append(f"model_type {config['model_type']!r} (not 'gpt2')")
+    if config.get("activation_function", "gelu_new") not in TANH_GELU:
+        refused.append(f"activation_function {config['activation_function']!r} (F.gelu is the "
+                       f"tanh form: {' or '.join(TANH_GELU)})")
+    if not config.get("tie_word_embeddings", True):
+        refused.append("tie_word_embeddings false (the head here is the token embedding)")
+    for option in ("scale_attn_by_inverse_layer_idx", "add_cross_attention"):
+        if config.get(option, False):
+            refused.append(f"{option} true")
+    if config["n_embd"] % config["n_head"]:
+        refused.append(f"n_embd {config['n_embd']} not divisible by n_head {config['n_head']}")
+    if refused:
+        raise ValueError(f"the folder {folder!r}: config.json asks for what "
+                         f"CausalTransformer does not do: {'; '.join(refused)}")
+    return dict(vocab_size=config["vocab_size"], embed_dim=config["n_embd"],
+                num_heads=config["n_head"], num_layers=config["n_layer"],
+                max_len=config["n_positions"], hidden_dim=config.get("n_inner"),
+                layer_norm_eps=config.get("layer_norm_epsilon", 1e-5),
+                scale=None if config.get("scale_attn_weights", True) else 1.0,
+                positional="learned", tied_head=True)
+
+
+def expected_shapes(config):
+    """{GPT-2 name: shape} of the weights a config's model has (Conv1D weights (in, out))."""
+    E, inner = config["n_embd"], config.get("n_inner") or 4 * config["n_embd"]
+    shapes = {"wte.weight": (config["vocab_size"], E), "wpe.weight": (config["n_positions"], E)}
+    for n in range(config["n_layer"]):
+        for name, shape in {"ln_1.weight": (E,), "ln_1.bias": (E,), "ln_2.weight": (E,),
+                            "ln_2.bias": (E,), "attn.c_attn.weight": (E, 3 * E),
+                            "attn.c_attn.bias": (3 * E,), "attn.c_proj.weight": (E, E),
+                            "attn.c_proj.bias": (E,), "mlp.c_fc.weight": (E, inner),
+                            "mlp.c_fc.bias": (inner,), "mlp.c_proj.weight": (inner, E),
+                            "mlp.c_proj.bias": (E,)}.items():
+            shapes[f"h.{n}.{name}"] = shape
+    shapes.update({"ln_f.weight": (E,), "ln_f.bias": (E,)})
+    return shapes
+
+
+def read_weights(folder, config):
+    """{GPT-2 name, without the prefix: array} from model.safetensors, checked against the
+    config: every weight there, of the config's shape, in floating point, and no other."""
+    path = os.path.join(folder, "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"the folder {folder!r} has config.json but no model.safetensors "
+                                f"(the weights)")
+    stored = load_safetensors(path)
+    weights = {name.removeprefix(PREFIX): array for name, array in stored.items()
+               if not name.endswith(BUFFERS)}
+    head = weights.pop("lm_head.weight", None)
+    expected = expected_shapes(config)
+    missing = [name for name in expected if name not in weights]
+    unexpected = [name for name in weights if name not in expected]
+    disagree = f"the folder {folder!r}: model.safetensors and config.json disagree"
+    sizes = ", ".join(f"{key} {config[key]}" for key in SIZES)
+    if missing or unexpected:
+        raise ValueError(f"{disagree}: for a GPT-2 of {sizes}, model.safetensors "
+                         + "; ".join(f"{what} {shown(names)}" for what, names in
+                                     (("lacks", missing), ("also holds", unexpected)) if names))
+    for name, shape in expected.items():
+        if weights[name].shape != shape:
+            raise ValueError(f"{disagree}: for a GPT-2 of {sizes}, {name} would be {shape}, but "
+                             f"model.safetensors holds {weights[name].shape}")
+        if weights[name].dtype.kind != "f":
+            raise ValueError(f"the folder {folder!r}: model.safetensors holds {name} as "
+                             f"{weights[name].dtype}, not floating point")
+    if head is not None and not np.array_equal(head, weights["wte.weight"]):
+        raise ValueError(f"the folder {folder!r}: model.safetensors holds an lm_head.weight "
+                         f"other than wte.weight: its head is not tied to the embedding")
+    return weights
+
+
+def shown(names, most=4):
+    """'a, b, c, d and 6 more'."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing
+
+def gpt2_config(model):
+    """The config.json of a GPT-2-shaped CausalTransformer, as transformers writes GPT-2's."""
+    attention = model.blocks[0].attn
+    hidden_dim = model.blocks[0].ff.up.out_features
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+            "vocab_size": model.embed.num_embeddings, "n_positions": model.max_len,
+            "n_embd": attention.embed_dim, "n_layer": len(model.blocks),
+            "n_head": attention.num_heads,
+            "n_inner": None if hidden_dim == 4 * attention.embed_dim else hidden_dim,
+            "activation_function": "gelu_new", "layer_norm_epsilon": model.ln.eps,
+            "scale_attn_weights": attention.scale is None, "tie_word_embeddings": True,
+            # tinyattn drops attention weights and each residual branch, never the embeddings
+            "attn_pdrop": attention.dropout, "resid_pdrop": attention.dropout, "embd_pdrop": 0.0,
+            "dtype": str(model.dtype)}
+
+
+def gpt2_weights(model):
+    """{GPT-2 name with transformers' prefix: array} of a GPT-2-shaped CausalTransformer: LAYOUT
+    the other way, the thirds of c_attn put side by side again."""
+    state = model.state_dict()
+    parts = {}
+    for ours, theirs, third, transposed in layout(len(model.blocks)):
+        parts.setdefault(theirs, []).append(state[ours].T if transposed else state[ours])
+    return {PREFIX + name: np.ascontiguousarray(np.concatenate(arrays, axis=-1))
+            for name, arrays in parts.items()}
+
+
+def write_gpt2(folder, model):
+    """config.json and model.safetensors of `model` in `folder` (made if missing), each written
+    whole or not at all."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    with replaced_atomically(os.path.join(folder, "config.json"), "save_pretrained") as file:
+        file.write((json.dumps(gpt2_config(model), indent=2) + "\n").encode("utf-8"))
+    # transformers reads a safetensors file only if its metadata names the format "pt"
+    save_safetensors(os.path.join(folder, "model.safetensors"), gpt2_weights(model),
+                     {"format": "pt"})

@@ -1,0 +1,196 @@
+"""`python -m tinyattn download gpt2 [FOLDER]`: GPT-2 small (124M parameters) from the Hugging Face
+hub, the four files `CausalTransformer.from_pretrained` and `GPT2Tokenizer.from_pretrained` read.
+
+    python -m tinyattn download gpt2              # into ~/.cache/tinyattn/gpt2 (default_folder)
+    python -m tinyattn download gpt2 my/folder
+
+The files come from the repository openai-community/gpt2 at one fixed revision, REVISION, so that
+what they must be is known in advance: FILES gives each one's size and SHA-256. Those are the hub's
+own figures for that revision (the Git LFS pointer of model.safetensors, the Git blobs of the
+others), as stored copies of its file listing record them in several independent projects that pin
+GPT-2's files; vocab.json and merges.txt are moreover byte for byte the files in
+tests/fixtures/gpt2-tiny/ (OpenAI's encoder.json and vocab.bpe, whose SHA-256 tiktoken pins).
+Every file is checked, size and SHA-256, before it takes its name.
+
+Each file is written whole or not at all: its bytes go to NAME.partial, which is renamed to NAME
+only once it is complete and checked. A download cut short (no network, a dropped connection,
+Ctrl-C) leaves NAME.partial with the bytes received, and the next run asks the server for the rest
+only (an HTTP Range request) instead of starting again; a file already there and right is not
+fetched again. Without a network it says so in one line and exits with status 1, having written
+nothing but, if a transfer had begun, the resumable NAME.partial.
+
+Python's urllib alone: no new dependency.
+"""
+import argparse
+import hashlib
+import http.client
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+REPOSITORY = "openai-community/gpt2"
+REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+BASE_URL = f"https://huggingface.co/{REPOSITORY}/resolve/{REVISION}/"
+# name: (size in bytes, SHA-256), the small files first
+FILES = {
+    "config.json": (665, "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4"),
+    "vocab.json": (1042301, "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
+    "merges.txt": (456318, "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
+    "model.safetensors": (548105171,
+                          "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707"),
+}
+CHUNK = 2**20                       # bytes read, hashed and written at a time
+TIMEOUT = 30                        # seconds without an answer before giving up
+
+
+class DownloadError(Exception):
+    """What went wrong, in one sentence for the command line."""
+
+
+def default_folder():
+    """~/.cache/tinyattn/gpt2, or under $XDG_CACHE_HOME when it is set."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "tinyattn", "gpt2")
+
+
+def sha256_of(path, digest=None):
+    """The SHA-256 object of a file's bytes (continuing `digest` when given)."""
+    digest = digest or hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(CHUNK), b""):
+            digest.update(block)
+    return digest
+
+
+def is_complete(path, size, sha256):
+    return (os.path.isfile(path) and os.path.getsize(path) == size
+            and sha256_of(path).hexdigest() == sha256)
+
+
+def download(folder, base_url=None, files=None, progress=None):
+    """Fetch `files` ({name: (size, sha256)}, default FILES) from `base_url` (default BASE_URL)
+    into `folder`; returns the names fetched now (those already there and right are skipped).
+    Raises DownloadError."""
+    base_url, files = base_url or BASE_URL, files or FILES
+    progress = progress or Progress(sys.stderr)
+    fetched = []
+    for name, (size, sha256) in files.items():
+        path = os.path.join(folder, name)
+        if is_complete(path, size, sha256):
+            continue
+        fetch(base_url + name, path, size, sha256, progress)
+        fetched.append(name)
+    return fetched
+
+
+def fetch(url, path, size, sha256, progress):
+    """One file: what PATH.partial lacks (all of it, if there is none) from `url`, checked, then
+    renamed to PATH."""
+    partial = path + ".partial"
+    have = os.path.getsize(partial) if os.path.isfile(partial) else 0
+    if have > size:                             # not a beginning of this file
+        os.remove(partial)
+        have = 0
+    if have < size:
+        have, digest = receive(url, partial, have, size, progress)
+    else:                                       # received whole by a run that stopped then
+        digest = sha256_of(partial)
+    progress.done(os.path.basename(path), have)
+    if have != size or digest.hexdigest() != sha256:
+        os.remove(partial)
+        raise DownloadError(f"{url} gave {have:,} bytes of SHA-256 {digest.hexdigest()}, not the "
+                            f"{size:,} bytes of SHA-256 {sha256} expected: deleted, nothing kept")
+    os.replace(partial, path)
+
+
+def receive(url, partial, have, size, progress):
+    """Append the bytes of `url` from byte `have` on to `partial` (or write them all, if the
+    server ignores the Range), showing progress towards `size`; returns (the length of
+    `partial`, the SHA-256 object of its bytes)."""
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=TIMEOUT)
+    except urllib.error.HTTPError as error:
+        raise DownloadError(f"{url} answered {error.code} {error.reason}. "
+                            f"{left_behind(partial)}") from None
+    except OSError as error:                    # URLError, a refused connection, a time-out
+        reason = getattr(error, "reason", error)
+        raise DownloadError(f"cannot reach {urllib.parse.urlparse(url).netloc} ({reason}): "
+                            f"offline? {left_behind(partial)}") from None
+    with response:
+        if response.status != 206:              # the whole file, not the rest: start again
+            have = 0
+        os.makedirs(os.path.dirname(os.path.abspath(partial)), exist_ok=True)
+        digest = sha256_of(partial) if have else hashlib.sha256()
+        name = os.path.basename(partial).removesuffix(".partial")
+        try:
+            with open(partial, "ab" if have else "wb") as file:
+                for block in iter(lambda: response.read(CHUNK), b""):
+                    digest.update(block)
+                    file.write(block)
+                    have += len(block)
+                    progress(name, have, size)
+        except (OSError, http.client.HTTPException) as error:
+            raise DownloadError(f"the transfer of {url} broke off ({error!r}). "
+                                f"{left_behind(partial)}") from None
+    if have < size:                             # the connection closed early
+        raise DownloadError(f"the transfer of {url} broke off after {have:,} of {size:,} bytes. "
+                            f"{left_behind(partial)}")
+    return have, digest
+
+
+def left_behind(partial):
+    """The sentence that says what a failed fetch leaves on disk."""
+    if not os.path.isfile(partial):
+        return "Nothing was written."
+    return (f"Kept {os.path.getsize(partial):,} bytes in {partial}: the next run resumes from "
+            f"there.")
+
+
+class Progress:
+    """A progress line: the file, the bytes so far, the share and the speed, rewritten in place
+    on a terminal (at most ten times a second), printed once per file otherwise."""
+
+    def __init__(self, stream):
+        self.stream, self.terminal = stream, stream.isatty()
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, name, have, size):
+        now = time.perf_counter()
+        if self.terminal and now - self.last > 0.1:
+            self.last = now
+            speed = have / max(now - self.start, 1e-9) / 1e6
+            print(f"\r  {name}  {have / 1e6:,.1f} / {size / 1e6:,.1f} MB  {have / size:4.0%}  "
+                  f"{speed:.1f} MB/s ", end="", file=self.stream, flush=True)
+
+    def done(self, name, have):
+        end = "\r" + " " * 70 + "\r" if self.terminal else ""
+        print(f"{end}  {name}  {have:,} bytes", file=self.stream, flush=True)
+        self.start = time.perf_counter()
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python -m tinyattn download",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", choices=["gpt2"], help="gpt2: GPT-2 small, 124M parameters")
+    parser.add_argument("folder", nargs="?", default=default_folder(),
+                        help=f"where to put it (default: {default_folder()})")
+    args = parser.parse_args(argv)
+    try:
+        download(args.folder)
+    except DownloadError as error:
+        print(f"download: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ndownload: interrupted; a .partial file in {args.folder} keeps what was "
+              f"received, and the next run resumes from there", file=sys.stderr)
+        return 130
+    print(f"GPT-2 small ({REPOSITORY} at revision {REVISION[:12]}) is in {args.folder}, every "
+          f"file checked (size and SHA-256): "
+          f"CausalTransformer.from_pretrained({args.folder!r}), "
+          f"GPT2Tokenizer.from_pretrained({args.folder!r}), python demos/14_gpt2.py "
+          f"--weights {args.folder}")
+    return 0
