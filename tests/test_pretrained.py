@@ -101,7 +101,8 @@ def test_last_only_is_the_last_row_of_the_logits(models, reference):
     with ta.no_grad():
         last = model(ids, last_only=True).data
     assert last.shape == (2, 1, 50257)
-    np.testing.assert_array_equal(last[:, 0], logits_of(model, ids)[:, -1])
+    # one row through the head is a product of another shape: BLAS may add in another order
+    np.testing.assert_allclose(last[:, 0], logits_of(model, ids)[:, -1], rtol=0, atol=1e-13)
 
 
 def test_names_without_the_prefix_and_gpt2s_mask_buffers_are_read(tmp_path, models, reference):
