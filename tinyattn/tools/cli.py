@@ -1,4 +1,5 @@
-"""The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed)."""
+"""The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
+`python -m tinyattn exercises` and `exercise ...` (learning by rewriting the code)."""
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
@@ -8,6 +9,9 @@ commands:
   bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
           1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
           5 generation with and without the cache; `bench 3 5` runs only those parts
+  exercises  the exercises (tinyattn's own functions to rewrite), with your progress
+  exercise start|check|hint|solution NAME [--dir DIR]
+          write an exercise's file, check it, get the next hint, see tinyattn's own code
 """
 
 
@@ -19,6 +23,12 @@ def main(argv):
     if command == "check":
         from tinyattn.tools import checklist
         return checklist.main(options)
+    if command == "exercises":
+        from tinyattn.tools.exercises import cli as exercises
+        return exercises.list_main(options)
+    if command == "exercise":
+        from tinyattn.tools.exercises import cli as exercises
+        return exercises.main(options)
     if command == "bench":
         from tinyattn.tools import bench
         bench.run_with_one_blas_thread(argv)
