@@ -7,7 +7,11 @@ import random
 
 import pytest
 
+import tinyattn.functional as F
+from tinyattn import engine
+from tinyattn.ops import elementwise
 from tinyattn.tools.exercises import EXERCISES, cli, mutants
+from tinyattn.tools.exercises.checks import gradient_rows
 from tinyattn.tools.exercises.cutting import BLANK, source_of, unit_node
 from tinyattn.tools.exercises.exercise import apply_edits
 from tinyattn.tools.exercises.running import load, run_checks
@@ -76,6 +80,30 @@ def test_the_files_are_cut_from_the_current_source(exercise):
         assert ast.get_docstring(cut) == ast.get_docstring(original)
         assert ast.unparse(cut.body[-1]) == BLANK and len(cut.body) <= 2
     assert cli.solution_file(exercise).startswith(cli.header(exercise))
+
+
+def test_a_check_that_does_not_run_the_learners_code_fails(tmp_path):
+    """A grader that checked tinyattn's own code instead would pass anything: such a check fails."""
+    mul_div = next(e for e in EXERCISES if e.name == "mul_div")
+    blind = mul_div._replace(checks=(gradient_rows("add"),))
+    results = checked(blind, cli.solution_file(mul_div), tmp_path)
+    assert not results[0][1].passed and "did not run your code" in results[0][1].detail
+
+
+@pytest.mark.parametrize("name, original", [
+    ("mul_div", lambda: vars(elementwise.Mul)["backward"]),          # a method
+    ("attention", lambda: F.attention.__closure__),                 # below a door
+    ("unbroadcast", lambda: (engine.unbroadcast, engine.__dict__["unbroadcast"])),
+])
+def test_tinyattns_code_is_back_in_place_after_a_check_that_failed(name, original, tmp_path):
+    exercise = next(e for e in EXERCISES if e.name == name)
+    before = original()
+    cells = [cell.cell_contents for cell in before] if name == "attention" else None
+    text = cli.learner_file(exercise).replace("raise NotImplementedError", "return 1 / 0")
+    assert not all(measured.passed for _, measured in checked(exercise, text, tmp_path))
+    assert original() == before
+    if cells is not None:
+        assert [cell.cell_contents for cell in original()] == cells
 
 
 def test_a_sample_of_single_token_mutants_is_caught(tmp_path):

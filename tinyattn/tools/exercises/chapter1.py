@@ -5,8 +5,6 @@ Each entry names the functions it blanks (its units), what to read first, its ch
 its hints, and the classic wrong versions that the checks must catch, written down as edits of
 the solution (tests/test_exercises.py runs every one of them).
 """
-import math
-
 import numpy as np
 
 import tinyattn as ta
@@ -15,8 +13,10 @@ import tinyattn.nn as nn
 from tinyattn import engine
 from tinyattn.engine import Function
 from tinyattn.ops import reductions
+from tinyattn.ops.elementwise import Tanh
 from tinyattn.tools import gradcheck
-from tinyattn.tools.checklist.ops import np_attention, np_log_softmax, np_softmax
+from tinyattn.tools.checklist.ops import (np_attention, np_log_softmax, np_multi_head_attention,
+                                          np_softmax)
 from tinyattn.tools.exercises.checks import (difference, float32, forward_rows, gradient_rows,
                                              gradients, holds, leaves, matches, raises)
 from tinyattn.tools.exercises.exercise import Exercise, Measured, Check, WrongVersion as Wrong
@@ -334,8 +334,9 @@ UNBROADCAST = Exercise(
                       "sub broadcast", "mul broadcast", "mul broadcast both", "div broadcast",
                       "pow broadcast", "matmul broadcast batch", "matmul shared left",
                       "where broadcast"),
-        raises("a gradient that is not the shape broadcast is refused, naming the shapes",
-               lambda: engine.unbroadcast(np.ones((3, 5)), (4,)), RuntimeError, "(3, 5)"),
+        raises("a gradient that is not the shape broadcast is refused, naming the op and shapes",
+               lambda: engine.unbroadcast(np.ones((3, 5)), (4,), "mul"), RuntimeError,
+               "mul: ", "(3, 5)", "(4,)"),
         float32(lambda a, b: a * b, (2, 3, 4), (3, 1)),
     ),
     hints=(
@@ -380,6 +381,30 @@ class ReturningAList(Function):
 
     def backward(self, grad):
         return [grad]
+
+
+class FirstOnly(Function):
+    """out = a + b, sending no gradient (None) to b: b gets none, as a constant would."""
+
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, grad):
+        return grad, None
+
+
+def no_gradient_and_no_holder():
+    """An op may send None to an input that requires grad; a leaf that nobody holds any more
+    (its tensor gone) gets nothing. Neither stops the sweep."""
+    x, w = leaves((3,), (3,))
+    (FirstOnly.apply(x, w) * 2.0).sum().backward()
+    error = difference(x.grad, 2 * np.ones(3)) + (w.grad is not None)
+    held_by_no_one = leaves((3,), seed=3)[0]
+    data = held_by_no_one.data
+    y = (held_by_no_one * w).sum()
+    del held_by_no_one                    # its Leaf's weak reference now leads nowhere
+    y.backward()
+    return error + difference(w.grad, data)
 
 
 def used_twice():
@@ -456,6 +481,10 @@ BACKWARD_SWEEP = Exercise(
         gradient_rows("add broadcast both", "add number", "index array repeats", "F.cross_entropy",
                       "attention: sdpa, causal", "MultiHeadAttention, self"),
         holds("a tensor used three times gets the sum of its three gradients", used_twice),
+        gradients("a broadcast input shaped like the output", lambda a, b: (b * a).sum(axis=0),
+                  (4,), (3, 4)),
+        holds("no gradient for an input an op sends None, nor for a leaf nobody holds",
+              no_gradient_and_no_holder, 0),
         holds("a ladder of 10 steps: each node's backward runs once, dy/dx = 2^10", each_node_once),
         holds("3,000 ops in a row (relative error)", a_long_chain, 1e-9),
         holds("leaf gradients add up over backward calls; retain_grad keeps an inner one",
@@ -468,7 +497,7 @@ BACKWARD_SWEEP = Exercise(
               saved_arrays_released, 0),
         raises("a backward returning a list, not a tuple, is named",
                lambda: ReturningAList.apply(leaves((2,))[0]).sum().backward(), TypeError,
-               "returning_a_list: backward must return a tuple"),
+               "returning_a_list: backward must return a tuple", "it returned a list"),
     ),
     hints=(
         "Re-read the top of engine.py: a node is visited only once every op that used its output "
@@ -733,23 +762,19 @@ def x_restored_when_the_loss_raises():
     return np.abs(x - original).max()
 
 
-class WrongSigmoid(Function):
-    """sigmoid, with the derivative of tanh in its backward: gradcheck must catch it."""
+class SigmoidWithTanhsBackward(Tanh):
+    """sigmoid's forward, with the backward of tanh that it inherits: gradcheck must catch it."""
 
     def forward(self, a):
         out = 1.0 / (1.0 + np.exp(-a))
         self.saved = (out,)
         return out
 
-    def backward(self, grad):
-        out, = self.saved
-        return (grad * (1 - out * out),)
-
 
 def catches_a_wrong_backward():
     (x,) = leaves((2, 3))
     try:
-        ta.gradcheck(WrongSigmoid.apply, [x])
+        ta.gradcheck(SigmoidWithTanhsBackward.apply, [x])
     except ta.GradcheckError:
         return Measured(True, None, "GradcheckError raised")
     return Measured(False, None, "gradcheck passed a sigmoid whose backward is tanh's")
@@ -876,6 +901,7 @@ CROSS_ENTROPY = Exercise(
 QKV = ((2, 3, 4), (2, 5, 4), (2, 5, 6))          # query (B, L, E), key (B, S, E), value (B, S, Ev)
 MASK = np.array([[True, False, True, True, False], [True, True, False, True, True],
                  [False, False, False, False, False]])          # query 2 sees no key
+BIAS = np.linspace(-1.0, 1.0, 15).reshape(3, 5)                 # a float mask, in float64
 
 
 def attention_outputs():
@@ -952,6 +978,8 @@ ATTENTION = Exercise(
               causal_gradients_above_the_diagonal(
                   lambda q, k, v: F.attention(q, k, v, is_causal=True)[0]), 0),
         float32(lambda q, k, v: F.attention(q, k, v, attn_mask=MASK, is_causal=True)[0], *QKV),
+        float32(lambda q, k, v: F.attention(q, k, v, attn_mask=BIAS)[0], *QKV)._replace(
+            what="float32, with a float64 NumPy float mask: float32 out"),
     ),
     hints=(
         "Re-read the top of scaled_dot_product.py: scores = query @ key^T * scale, weights = "
@@ -986,21 +1014,6 @@ ATTENTION = Exercise(
 )
 
 
-def np_multi_head(layer, query, key, value, allowed=None):
-    """Multi-head attention in NumPy, one head at a time (its slice of the features)."""
-    def project(linear, x):
-        return x @ linear.weight.data.T + linear.bias.data
-    q, k, v = project(layer.q_proj, query), project(layer.k_proj, key), project(layer.v_proj, value)
-    D = layer.head_dim
-    heads, weights = [], []
-    for h in range(layer.num_heads):
-        part = slice(h * D, (h + 1) * D)
-        head, head_weights = np_attention(q[..., part], k[..., part], v[..., part], allowed)
-        heads.append(head)
-        weights.append(head_weights)
-    return project(layer.out_proj, np.concatenate(heads, axis=-1)), np.stack(weights, axis=1)
-
-
 def multi_head_outputs():
     ta.manual_seed(0)
     layer = nn.MultiHeadAttention(12, 3)
@@ -1010,12 +1023,13 @@ def multi_head_outputs():
     padding = np.array([True, True, True, False])[None, None, None, :]
     causal = np.tril(np.ones((4, 4), bool))
     cases = [((x,), {}, (x, x, x), None),
+             ((x, memory), {}, (x, memory, memory), None),
              ((x, memory, values), {}, (x, memory, values), None),
              ((x,), dict(attn_mask=padding, is_causal=True), (x, x, x), (padding & causal)[:, 0])]
     pairs = []
     for inputs, kwargs, np_inputs, allowed in cases:
         out, weights = layer(*map(ta.tensor, inputs), **kwargs)
-        expected, expected_weights = np_multi_head(layer, *np_inputs, allowed=allowed)
+        expected, expected_weights = np_multi_head_attention(layer, *np_inputs, allowed=allowed)
         pairs += [(out, expected), (weights, expected_weights)]
     return pairs
 
@@ -1026,20 +1040,31 @@ def multi_head_in_eval():
     layer = nn.MultiHeadAttention(8, 2, dropout=0.5)
     layer.eval()
     x = np.random.default_rng(2).standard_normal((2, 3, 8))
-    return list(zip(layer(ta.tensor(x)), np_multi_head(layer, x, x, x)))
+    return list(zip(layer(ta.tensor(x)), np_multi_head_attention(layer, x, x, x)))
 
 
 def cache_equals_whole():
-    """Fed one token at a time through a KVCache, causal, the layer gives the whole sequence's
-    outputs (with rope: positions continue from the cache)."""
+    """Fed a few tokens at a time through a KVCache, the layer gives the whole sequence's outputs
+    (with rope: positions continue from the cache): causal, causal with padding, and not causal
+    (the last tokens' queries see every key)."""
     ta.manual_seed(0)
     layer = nn.MultiHeadAttention(8, 2, rope=True)
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
-    whole, _ = layer(x, is_causal=True)
-    cache = nn.KVCache()
-    steps = [layer(x[:, :2], is_causal=True, cache=cache)[0]]
-    steps += [layer(x[:, t:t + 1], is_causal=True, cache=cache)[0] for t in range(2, 5)]
-    return [(ta.concatenate(steps, axis=1), whole)]
+    padding = np.array([[True, False, True, True, True], [True, True, True, False, True]])
+    pairs = []
+    for kwargs in (dict(is_causal=True), dict(is_causal=True, attn_mask=padding[:, None, None]),
+                   dict(attn_mask=padding[:, None, None])):
+        whole, _ = layer(x, **kwargs)
+        mask = kwargs.get("attn_mask")
+        cache, steps = nn.KVCache(), []
+        for start, stop in ((0, 2), (2, 3), (3, 5)):
+            seen = dict(kwargs, attn_mask=None if mask is None else mask[..., :stop])
+            steps.append(layer(x[:, start:stop], cache=cache, **seen)[0])
+        if kwargs.get("is_causal"):
+            pairs.append((ta.concatenate(steps, axis=1), whole))
+        else:
+            pairs.append((steps[-1], whole[:, 3:]))
+    return pairs
 
 
 def multi_head_float32(x):
@@ -1058,7 +1083,8 @@ MULTI_HEAD = Exercise(
         matches("outputs and weights vs NumPy, head by head: self, cross, causal with padding",
                 multi_head_outputs),
         matches("a layer with dropout, in eval mode: nothing dropped", multi_head_in_eval),
-        matches("one token at a time through a KVCache = the whole sequence", cache_equals_whole),
+        matches("a few tokens at a time through a KVCache = the whole sequence, with masks",
+                cache_equals_whole),
         gradient_rows("MultiHeadAttention, self", "MultiHeadAttention, cross, key != value",
                       "MultiHeadAttention, causal and padding",
                       "MultiHeadAttention, cached step (rope, random directions)"),

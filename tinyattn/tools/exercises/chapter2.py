@@ -10,12 +10,14 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional import positions
 from tinyattn.functional import scaled_dot_product as sdpa
+from tinyattn.tools.checklist.efficient_attention import linear_attention_by_steps
 from tinyattn.tools.checklist.fused import np_gelu
-from tinyattn.tools.checklist.ops import np_attention, np_softmax
+from tinyattn.tools.checklist.ops import np_softmax
 from tinyattn.tools.exercises.chapter1 import (cache_equals_whole,
-                                               causal_gradients_above_the_diagonal, upstream)
+                                               causal_gradients_above_the_diagonal)
 from tinyattn.tools.exercises.checks import (difference, float32, forward_rows, gradient_rows,
-                                             holds, leaves, matches, outputs_and_gradients)
+                                             gradients, holds, leaves, matches,
+                                             outputs_and_gradients)
 from tinyattn.tools.exercises.exercise import Exercise, WrongVersion as Wrong
 
 
@@ -159,6 +161,15 @@ def causal_masks():
     return pairs
 
 
+def a_learned_mask_keeps_its_graph():
+    """A float mask that is a tensor (learned, as a bias can be) comes back a tensor: the
+    gradient reaches it where the causal mask lets the pair take part, and nowhere else."""
+    bias = leaves((3, 5))[0]
+    masked = sdpa.causal_mask(3, 5, bias, offset=1)
+    ta.where(np.isfinite(masked.data), masked, 0.0).sum().backward()
+    return difference(bias.grad, np_causal(3, 5, 1))
+
+
 def float_mask_keeps_its_dtype():
     bias = np.zeros((3, 4), np.float32)
     return float(sdpa.causal_mask(3, 4, bias, offset=1).dtype != np.float32)
@@ -174,13 +185,20 @@ CAUSAL_MASK = Exercise(
         matches("masks vs NumPy: square, L < S, L > S, offsets; and-ed with a boolean mask, "
                 "added to a float one", causal_masks, 0),
         holds("a float32 float mask stays float32", float_mask_keeps_its_dtype, 0),
+        holds("a learned float mask (a tensor) keeps its gradient", a_learned_mask_keeps_its_graph,
+              0),
         gradient_rows("attention: sdpa, causal", "attention: sdpa, causal and mask",
                       "attention: sdpa, ALiBi bias, causal",
                       "MultiHeadAttention, cached step (rope, random directions)"),
         holds("causal attention: no gradient reaches a key or value after the query",
               causal_gradients_above_the_diagonal(
                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), 0),
-        matches("one token at a time through a KVCache = the whole sequence", cache_equals_whole),
+        matches("a few tokens at a time through a KVCache = the whole sequence, with masks",
+                cache_equals_whole),
+        gradients("a learned float mask, causal",
+                  lambda q, k, v, bias: F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
+                                                                       is_causal=True),
+                  (2, 4, 3), (2, 4, 3), (2, 4, 2), (4, 4)),
     ),
     hints=(
         "Re-read causal_mask's docstring: True where key j <= offset + i, for query i.",
@@ -454,15 +472,6 @@ def steps_and_states():
     return pairs
 
 
-def by_steps(query, key, value):
-    outputs, state = [], None
-    for t in range(query.shape[-2]):
-        out, state = F.linear_attention_step(query[..., t, :], key[..., t, :], value[..., t, :],
-                                             state)
-        outputs.append(out)
-    return ta.stack(outputs, axis=-2)
-
-
 LINEAR_ATTENTION_STEP = Exercise(
     "linear_attention_step", 2, "linear attention as an RNN: one token, one state update",
     "tinyattn.functional.linear_attention", ("linear_attention_step",),
@@ -473,7 +482,7 @@ LINEAR_ATTENTION_STEP = Exercise(
         matches("outputs and the state (S, z) at each step vs the cumsum definition",
                 steps_and_states),
         gradient_rows("linear attention: one step at a time"),
-        float32(by_steps, (2, 4, 3), (2, 4, 3), (2, 4, 2)),
+        float32(linear_attention_by_steps, (2, 4, 3), (2, 4, 3), (2, 4, 2)),
     ),
     hints=(
         "Re-read the docstring: S_i = S_{i-1} + phi(k_i) v_i^T, z_i = z_{i-1} + phi(k_i), "
@@ -540,6 +549,12 @@ def experts_outputs():
     return pairs
 
 
+def experts_with_aux_loss(x):
+    """(output, aux_loss) of a top-2 layer of x's dtype."""
+    layer = experts_layer(2, x.dtype)
+    return layer(x), layer.aux_loss
+
+
 def experts_see_their_own_tokens():
     """Each expert runs once, on exactly the tokens routed to it: N * k rows in all."""
     layer = experts_layer(2)
@@ -572,8 +587,7 @@ EXPERTS = Exercise(
         holds("each expert runs once, on exactly its own tokens", experts_see_their_own_tokens, 0),
         gradient_rows("MixtureOfExperts top-1, fixed routing",
                       "MixtureOfExperts top-2, fixed routing"),
-        float32(lambda x: experts_layer(2, np.float32 if x.dtype == np.float32 else None)(x),
-                (2, 3, 6)),
+        float32(experts_with_aux_loss, (2, 3, 6)),
     ),
     hints=(
         "Re-read the five steps at the top of experts.py, and the formulas of the docstring: "

@@ -197,15 +197,16 @@ def holds(what, measure_error, tolerance=TOLERANCE):
     return Check(what, measure)
 
 
-def raises(what, call, error, words):
-    """Check: `call()` raises `error` whose message contains `words`."""
+def raises(what, call, error, *words):
+    """Check: `call()` raises `error` whose message contains each of `words`."""
     def measure():
         try:
             call()
         except NotImplementedError:         # a RuntimeError too: the blank is not a refusal
             raise
         except error as raised:
-            return Measured(words in str(raised), None,
-                            "raised" if words in str(raised) else f"raised, without {words!r}")
+            missing = [w for w in words if w not in str(raised)]
+            return Measured(not missing, None, f"raised, without {missing[0]!r}" if missing
+                            else "raised")
         return Measured(False, None, f"no {error.__name__} raised")
     return Check(what, measure)

@@ -133,34 +133,42 @@ def names_used(code):
 
 def imports_needed(tree, module_name, code, defined):
     """The import lines for the names `code` reads that the module imports or defines at its top
-    level: its own import statements, trimmed to those names, then `from module import ...` for
-    its own definitions. The same lines serve the blank and the solution."""
+    level: its own import statements, trimmed to those names and grouped as they are (a blank
+    line where the module has one), then `from module import ...` for its own definitions. The
+    same lines serve the blank and the solution."""
     wanted = names_used(code) - defined - set(dir(builtins))
-    lines, own = [], []
+    lines, group, kept_group, previous_end = [], 0, None, None
     for node in tree.body:
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                bound = alias.asname or alias.name.partition(".")[0]
-                if bound in wanted:
-                    alias_text = f" as {alias.asname}" if alias.asname else ""
-                    lines.append(f"import {alias.name}{alias_text}")
-                    wanted.discard(bound)
+            aliases = [a for a in node.names if (a.asname or a.name.partition(".")[0]) in wanted]
+            kept = [f"import {a.name}" + (f" as {a.asname}" if a.asname else "") for a in aliases]
+            wanted -= {a.asname or a.name.partition(".")[0] for a in aliases}
         elif isinstance(node, ast.ImportFrom):
-            names = [alias for alias in node.names if (alias.asname or alias.name) in wanted]
-            if names:
-                lines.append(from_import(node.module, [
-                    alias.name + (f" as {alias.asname}" if alias.asname else "")
-                    for alias in names]))
-                wanted -= {alias.asname or alias.name for alias in names}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in wanted:
-            own.append(node.name)
-        elif isinstance(node, ast.Assign):
-            own += [target.id for target in node.targets
-                    if isinstance(target, ast.Name) and target.id in wanted]
+            aliases = [a for a in node.names if (a.asname or a.name) in wanted]
+            kept = [from_import(node.module, [a.name + (f" as {a.asname}" if a.asname else "")
+                                              for a in aliases])] if aliases else []
+            wanted -= {a.asname or a.name for a in aliases}
+        else:
+            continue
+        if previous_end is not None and node.lineno > previous_end + 1:
+            group += 1                        # a blank line before it in the module
+        previous_end = node.end_lineno
+        if kept:
+            lines += ([""] if kept_group not in (None, group) else []) + kept
+            kept_group = group
+    own = sorted({name for node in tree.body for name in defined_names(node)} & wanted)
     if own:
-        lines.append(from_import(module_name, sorted(set(own))))
+        lines.append(from_import(module_name, own))
     return lines
+
+
+def defined_names(node):
+    """The names a top-level statement defines: a function's, a class's, assigned names."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [target.id for target in node.targets if isinstance(target, ast.Name)]
+    return []
 
 
 def from_import(module_name, names):

@@ -10,16 +10,22 @@ checks pass is a wrong function that a learner could hand in and be told it is r
 computes the same function as the solution: such "equivalent" mutants are recorded with the
 exercise (`equivalent_mutants`), each with the reason, and left out of the share.
 
-    python -m tinyattn.tools.exercises.mutants [NAME ...] [--list]
+    python -m tinyattn.tools.exercises.mutants [NAME ...] [--list] [--swaps] [--record]
 
-prints one line per surviving mutant, a line per exercise and the share over all of them; its
-output is recorded in docs/exercise_mutants.txt.
+prints one line per surviving mutant, a line per exercise and the share over all of them.
+`--swaps` counts a harder kind apart: a local name read where another belongs (`grad * a` for
+`grad * b`), two drawn for each name read; some of those compute the same function (a name that
+holds the same value), and none is left out. `--record` runs both kinds over every exercise and
+writes what they print to docs/exercise_mutants.txt.
 """
 import argparse
 import ast
+import contextlib
 import copy
 import functools
+import io
 import pathlib
+import random
 import sys
 import tempfile
 import textwrap
@@ -40,6 +46,7 @@ SIBLINGS = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "maximum":
             "exp": "log", "log": "exp", "zeros": "ones", "ones": "zeros", "zeros_like": "ones_like",
             "ones_like": "zeros_like", "argsort": "sort", "add": "subtract"}
 SECONDS = 20                 # a mutant whose check runs longer is stopped, and counted as caught
+RECORD = pathlib.Path(__file__).resolve().parents[3] / "docs" / "exercise_mutants.txt"
 
 
 def changes(node):
@@ -80,27 +87,50 @@ def unparse(node):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def mutations(exercise):
+def mutations(exercise, swaps=False):
     """[(key, unit, mutated)] for every single-token change in the exercise's units: mutated()
     gives the unit's changed source. The key names the unit, the line as it reads in tinyattn's
-    source, and the change."""
+    source, and the change. With `swaps`, the changes are names swapped instead (`name_swaps`)."""
     _, text, tree = source_of(exercise.module)
     lines = text.splitlines()
     found, keys = [], set()
     for unit in exercise.units:
         function = unit_node(tree, unit, exercise.module)
         skip = body_start(function)
+        names = local_names(function)
         for statement in function.body:
             if statement.lineno < skip:          # the docstring
                 continue
             for node in ast.walk(statement):
-                for new, change in changes(node):
+                for new, change in (name_swaps(node, names, unit) if swaps else changes(node)):
                     key = f"{unit}: {lines[node.lineno - 1].strip()} :: {change}"
                     while key in keys:
                         key += " (again)"
                     keys.add(key)
                     found.append((key, unit, functools.partial(mutated, function, node, new)))
     return found
+
+
+def local_names(function):
+    """The function's arguments and the names it assigns, but `self`."""
+    arguments = function.args
+    names = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    names |= {node.id for node in ast.walk(function)
+              if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    return sorted(names - {"self"})
+
+
+def name_swaps(node, names, unit):
+    """A harder kind of mutant, counted apart: a local name read where another one belongs
+    (`grad * a` for `grad * b`), two of the other names for each name read, drawn at random
+    (seeded by the place, so that a run draws the same ones again)."""
+    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
+        return []
+    others = [name for name in names if name != node.id]
+    drawn = random.Random(f"{unit}:{node.lineno}:{node.col_offset}").sample(
+        others, min(2, len(others)))
+    return [(ast.Name(id=other, ctx=ast.Load()), f"{node.id} -> {other}") for other in drawn]
 
 
 def mutated(function, node, new):
@@ -133,11 +163,11 @@ def caught(exercise, text, folder):
     return not all(measured.passed for _, measured in results)
 
 
-def measure(exercise, folder, out=sys.stdout):
+def measure(exercise, folder, swaps=False, out=None):
     """(mutants, caught, equivalent) for one exercise, printing each surviving mutant."""
-    equivalent = dict(exercise.equivalent_mutants)
-    every = mutations(exercise)
-    stale = set(equivalent) - {key for key, _, _ in every}
+    equivalent = {} if swaps else dict(exercise.equivalent_mutants)
+    every = mutations(exercise, swaps)
+    stale = set(equivalent) - {key for key, _, _ in every}    # recorded for the single tokens
     for key in sorted(stale):
         print(f"  recorded as equivalent, but no longer a mutant: {key}", file=out)
     killed = same = 0
@@ -158,25 +188,46 @@ def main(argv=()):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="exercises (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run none")
+    parser.add_argument("--swaps", action="store_true",
+                        help="names swapped instead (harder; no equivalent one is left out)")
+    parser.add_argument("--record", action="store_true",
+                        help=f"both kinds, every exercise, written to {RECORD}")
     args = parser.parse_args(argv)
+    if args.record:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            print("What `python -m tinyattn.tools.exercises.mutants --record` printed: the "
+                  "single-token mutants,\nthen the name swaps (--swaps).\n")
+            main([])
+            print()
+            main(["--swaps"])
+        RECORD.write_text(printed.getvalue())
+        print(printed.getvalue(), end="")
+        return 0
     chosen = [BY_NAME[name] for name in args.names] if args.names else EXERCISES
     if args.list:
         for exercise in chosen:
-            for key, _, _ in mutations(exercise):
+            for key, _, _ in mutations(exercise, args.swaps):
                 print(key)
         return 0
     total = [0, 0, 0]
     started = time.process_time()
     with tempfile.TemporaryDirectory() as folder:
         for exercise in chosen:
-            count, killed, same = measure(exercise, folder)
+            count, killed, same = measure(exercise, folder, args.swaps)
             total = [total[0] + count, total[1] + killed, total[2] + same]
             print(f"{exercise.name:<22} {count:4} mutants, {same:3} equivalent, {killed:4} caught: "
                   f"{share(killed, count - same)}", flush=True)
-    print(f"\nall {len(chosen)} exercises: {total[0]} mutants, {total[2]} equivalent (recorded "
-          f"with a reason), {total[1]} caught: {share(total[1], total[0] - total[2])} of the "
-          f"mutants that compute another function ({time.process_time() - started:.0f} s of "
-          "processor time)")
+    seconds = f"{time.process_time() - started:.0f} s of processor time"
+    if args.swaps:
+        print(f"\nall {len(chosen)} exercises: {total[0]} name-swap mutants, {total[1]} caught: "
+              f"{share(total[1], total[0])}, equivalent ones not left out (each survivor is "
+              f"listed above) ({seconds})")
+    else:
+        print(f"\nall {len(chosen)} exercises: {total[0]} single-token mutants, {total[2]} "
+              f"equivalent (recorded with a reason), {total[1]} caught: "
+              f"{share(total[1], total[0] - total[2])} of the mutants that compute another "
+              f"function ({seconds})")
     return 0
 
 
