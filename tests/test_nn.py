@@ -11,7 +11,7 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn import optim
 from tinyattn.nn.module import write_checkpoint
-from tinyattn.tools.checklist.ops import np_attention
+from tinyattn.tools.checklist.ops import np_multi_head_attention
 
 
 def test_linear_uses_pytorchs_layout_and_initialisation():
@@ -45,21 +45,6 @@ def test_positional_encoding_is_the_papers_table():
     angle = position / 10000 ** (2 * i / 6)
     assert table[position, 2 * i] == pytest.approx(math.sin(angle))
     assert table[position, 2 * i + 1] == pytest.approx(math.cos(angle))
-
-
-def np_multi_head_attention(mha, query, key, value, allowed=None):
-    """The formula of "Attention Is All You Need", one head at a time, in NumPy."""
-    def project(linear, x):
-        return x @ linear.weight.data.T + linear.bias.data
-    q, k, v = project(mha.q_proj, query), project(mha.k_proj, key), project(mha.v_proj, value)
-    D = mha.head_dim
-    heads, weights = [], []
-    for h in range(mha.num_heads):
-        part = slice(h * D, (h + 1) * D)
-        head, head_weights = np_attention(q[..., part], k[..., part], v[..., part], allowed)
-        heads.append(head)
-        weights.append(head_weights)
-    return project(mha.out_proj, np.concatenate(heads, axis=-1)), np.stack(weights, axis=1)
 
 
 @pytest.mark.parametrize("cross", [False, True])

@@ -4,5 +4,7 @@
     checklist/     every op and layer, gradient-checked: `python -m tinyattn check`
     bench/         what the engine costs over NumPy (and PyTorch): `python -m tinyattn bench`
     drawing.py     drawing the graph backward walks (`tinyattn.viz.draw_graph`)
+    exercises/     tinyattn's own functions to write again, graded by the checks above:
+                   `python -m tinyattn exercises`
     cli.py         the command line, `python -m tinyattn`
 """

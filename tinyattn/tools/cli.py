@@ -1,5 +1,6 @@
 """The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
-`python -m tinyattn download gpt2` (GPT-2's weights)."""
+`python -m tinyattn download gpt2` (GPT-2's weights), `python -m tinyattn exercises` and
+`exercise ...` (learning by rewriting the code)."""
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
@@ -13,6 +14,9 @@ commands:
   download gpt2 [FOLDER]
           GPT-2 small's weights and tokenizer from the Hugging Face hub, each file checked
           (default folder: ~/.cache/tinyattn/gpt2)
+  exercises  the exercises (tinyattn's own functions to rewrite), with your progress
+  exercise start|check|hint|solution NAME [--dir DIR]
+          write an exercise's file, check it, get the next hint, see tinyattn's own code
 """
 
 
@@ -24,6 +28,12 @@ def main(argv):
     if command == "check":
         from tinyattn.tools import checklist
         return checklist.main(options)
+    if command == "exercises":
+        from tinyattn.tools.exercises import cli as exercises
+        return exercises.list_main(options)
+    if command == "exercise":
+        from tinyattn.tools.exercises import cli as exercises
+        return exercises.main(options)
     if command == "bench":
         from tinyattn.tools import bench
         bench.run_with_one_blas_thread(argv)

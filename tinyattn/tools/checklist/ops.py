@@ -1,5 +1,6 @@
 """The checklist's rows for the ops: every op, one row per op and shape, broadcast shapes included;
-and the NumPy references of softmax and attention that the tests and the benchmarks share.
+and the NumPy references of softmax, attention and multi-head attention that the tests, the
+benchmarks and the exercises share.
 """
 import math
 
@@ -23,6 +24,21 @@ def np_attention(q, k, v, allowed=None, scale=None):
         scores = np.where(allowed, scores, -np.inf)                   # (..., L, S)
     weights = np_softmax(scores)                                      # (..., L, S)
     return weights @ v, weights                                       # (..., L, Ev), (..., L, S)
+
+
+def np_multi_head_attention(mha, query, key, value, allowed=None):
+    """The formula of "Attention Is All You Need", one head at a time, in NumPy."""
+    def project(linear, x):
+        return x @ linear.weight.data.T + linear.bias.data
+    q, k, v = project(mha.q_proj, query), project(mha.k_proj, key), project(mha.v_proj, value)
+    D = mha.head_dim
+    heads, weights = [], []
+    for h in range(mha.num_heads):
+        part = slice(h * D, (h + 1) * D)
+        head, head_weights = np_attention(q[..., part], k[..., part], v[..., part], allowed)
+        heads.append(head)
+        weights.append(head_weights)
+    return project(mha.out_proj, np.concatenate(heads, axis=-1)), np.stack(weights, axis=1)
 
 
 def np_log_softmax(x, axis=-1):

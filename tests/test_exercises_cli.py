@@ -1,0 +1,166 @@
+"""The exercise commands: the list with the learner's progress, start (never overwriting), check
+(one line per check, the next hint, the exit code), hint, solution; a learner's file that cannot
+be checked gets one line, never a traceback; a loop that never ends is stopped; and the README's
+cycle and its recipe for a new op are what the code prints and does."""
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tinyattn.tools import cli as tinyattn_cli
+from tinyattn.tools.exercises import BY_NAME, EXERCISES, cli, transcript
+from tinyattn.tools.exercises.running import load, run_checks
+
+MUL_DIV = BY_NAME["mul_div"]
+
+
+def run(capsys, *argv):
+    """(exit code, what was printed) of `python -m tinyattn *argv`, in this process."""
+    code = tinyattn_cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_list_names_every_exercise_with_its_state(tmp_path, capsys):
+    folder = str(tmp_path)
+    code, out = run(capsys, "exercises", "--dir", folder)
+    lines = out.splitlines()[1:len(EXERCISES) + 1]
+    assert code == 0 and [line.split()[0] for line in lines] == [e.name for e in EXERCISES]
+    assert all(line.endswith("not started") for line in lines)
+    assert "ops/elementwise.py: Mul.backward, Div.backward" in lines[0]
+    run(capsys, "exercise", "start", "mul_div", "--dir", folder)
+    run(capsys, "exercise", "check", "mul_div", "--dir", folder)
+    (tmp_path / "softmax.py").write_text(cli.solution_file(BY_NAME["softmax"], folder))
+    run(capsys, "exercise", "check", "softmax", "--dir", folder)
+    _, out = run(capsys, "exercises", "--dir", folder)
+    states = {line.split()[0]: line for line in out.splitlines()[1:len(EXERCISES) + 1]}
+    assert states["mul_div"].endswith("failing, 1 of 3 hints")
+    assert states["softmax"].endswith("passing")
+
+
+def test_start_writes_the_blank_once_and_never_overwrites(tmp_path, capsys):
+    folder = tmp_path / "work"
+    code, out = run(capsys, "exercise", "start", "mul_div", "--dir", str(folder))
+    path = folder / "mul_div.py"
+    assert code == 0 and str(path) in out
+    assert path.read_text() == cli.learner_file(MUL_DIV, str(folder))
+    assert f"exercise check mul_div --dir {folder}" in path.read_text()
+    path.write_text("# my work\n")
+    code, out = run(capsys, "exercise", "start", "mul_div", "--dir", str(folder))
+    assert code == 1 and "left as it is" in out and path.read_text() == "# my work\n"
+
+
+def test_check_prints_a_line_per_check_then_the_next_hint(tmp_path, capsys):
+    folder = str(tmp_path)
+    run(capsys, "exercise", "start", "mul_div", "--dir", folder)
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", folder)
+    lines = out.splitlines()
+    assert code == 1 and len([line for line in lines if line.startswith("  FAIL  ")]) == 3
+    assert "0 of 3 checks pass" in out and "Hint 1 of 3: Re-read" in out
+    code, out = run(capsys, "exercise", "hint", "mul_div", "--dir", folder)
+    assert code == 0 and out.startswith("Hint 2 of 3")
+    _, out = run(capsys, "exercise", "check", "mul_div", "--dir", folder)
+    assert "Hint 3 of 3" in out
+    _, out = run(capsys, "exercise", "check", "mul_div", "--dir", folder)
+    assert "No hints left" in out
+    _, out = run(capsys, "exercise", "hint", "mul_div", "--dir", folder)
+    assert "Hint 1 of 3" in out and "Hint 3 of 3" in out        # all of them again
+    (tmp_path / "mul_div.py").write_text(cli.solution_file(MUL_DIV, folder))
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", folder)
+    assert code == 0 and "3 of 3 checks pass" in out and "Hint" not in out
+    assert cli.read_progress(folder)["mul_div"] == {"state": "passing", "hints_shown": 3}
+
+
+def test_solution_prints_the_file_and_nothing_else(capsys):
+    code, out = run(capsys, "exercise", "solution", "flash_backward")
+    assert code == 0 and out == cli.solution_file(BY_NAME["flash_backward"])
+
+
+def test_an_unknown_exercise_or_a_missing_file_is_named(tmp_path, capsys):
+    code, out = run(capsys, "exercise", "check", "mul", "--dir", str(tmp_path))
+    assert code == 2 and "no exercise named 'mul'" in out
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", str(tmp_path))
+    assert code == 2 and "exercise start mul_div" in out
+
+
+BAD_FILES = {     # what the learner's file does: (edit of the blank, what the one line says)
+    "a syntax error": (("        raise NotImplementedError\n", "        return (grad *\n"),
+                       "mul_div.py, line {line}: '(' was never closed (a SyntaxError"),
+    "the wrong method name": (("    def backward(self, grad):\n",
+                               "    def backwards(self, grad):\n"),
+                              "mul_div.py has no Mul.backward: it must keep class Mul with a "
+                              "method backward"),
+    "an error while loading": (("from tinyattn.engine import Function\n",
+                                "from tinyattn.engine import Function\nFunction = Funtion\n"),
+                               "mul_div.py stopped while loading: NameError: name 'Funtion' is "
+                               "not defined (mul_div.py, line {line}, in <module>)"),
+    "an exception": (("        raise NotImplementedError\n", "        return 1 / 0\n"),
+                     "ZeroDivisionError: division by zero (mul_div.py, line {line}, in "
+                     "Mul.backward)"),
+    "a wrong return shape": (("        raise NotImplementedError\n",
+                              "        return grad.sum(axis=0), grad\n"),
+                             "RuntimeError: mul: backward returned a gradient of shape"),
+    "a list, not a tuple": (("        raise NotImplementedError\n",
+                             "        a, b = self.saved\n        return [grad * b, grad * a]\n"),
+                            "TypeError: mul: backward must return a tuple"),
+}
+
+
+@pytest.mark.parametrize("what", BAD_FILES)
+def test_a_file_that_cannot_pass_gets_one_clear_line_and_no_traceback(what, tmp_path, capsys):
+    (old, new), says = BAD_FILES[what]
+    blank = cli.learner_file(MUL_DIV, str(tmp_path))
+    edited = blank.replace(old, new, 1)
+    line = blank[:blank.index(old)].count("\n") + 1 + new.count("\n") - 1   # the edit's last line
+    (tmp_path / "mul_div.py").write_text(edited)
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", str(tmp_path))
+    assert code == 1 and says.format(line=line) in out, out
+    assert "Traceback" not in out and 'File "' not in out
+    assert all(len(line) < 400 for line in out.splitlines())
+
+
+def test_a_loop_that_never_ends_is_stopped(tmp_path):
+    path = tmp_path / "mul_div.py"
+    path.write_text(cli.learner_file(MUL_DIV).replace(
+        "        raise NotImplementedError\n", "        while True:\n            pass\n", 1))
+    results = run_checks(MUL_DIV, load(MUL_DIV, path), path, fail_fast=True, seconds=0.2)
+    assert "stopped after 0.2 s" in results[0][1].detail
+
+
+def test_python_dash_m_runs_a_check_in_a_fresh_process(tmp_path):
+    (tmp_path / "exp_log.py").write_text(cli.solution_file(BY_NAME["exp_log"], str(tmp_path)))
+    done = subprocess.run([sys.executable, "-m", "tinyattn", "exercise", "check", "exp_log",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 of 3 checks pass" in done.stdout
+
+
+NUMBER = re.compile(r"\d\.\de[+-]\d\d")
+
+
+def same_but_rounding(got, recorded):
+    """The texts agree, except numbers below 1e-6 (a passing check's rounding errors, which
+    differ between machines and BLAS libraries): those need only both be below 1e-6."""
+    if NUMBER.sub("#", got) != NUMBER.sub("#", recorded):
+        return False
+    pairs = zip(NUMBER.findall(got), NUMBER.findall(recorded))
+    return all(a == b or max(float(a), float(b)) < 1e-6 and math.isfinite(float(a))
+               for a, b in pairs)
+
+
+def test_the_readme_shows_the_cycle_as_it_prints():
+    _, section, _ = transcript.split_readme(transcript.README.read_text())
+    assert same_but_rounding(transcript.cycle(), section), \
+        "run `python -m tinyattn.tools.exercises.transcript --write`"
+    assert "Hint 1 of 3" in section and "3 of 3 checks pass" in section
+
+
+def test_the_readme_recipe_for_a_new_op_runs():
+    readme = transcript.README.read_text()
+    recipe = readme.split("### Write and check your own op", 1)[1]
+    code = recipe.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = {}
+    exec(compile(code, "README: Write and check your own op", "exec"), namespace)
+    assert namespace["checked"] is True

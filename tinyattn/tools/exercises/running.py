@@ -1,0 +1,220 @@
+"""Checking a learner's file: its functions put in place of tinyattn's for one run, the exercise's
+checks run against them, one line each.
+
+Putting a function in place, and taking it out again afterwards, whatever happens:
+  * a method (`Mul.backward`) is set on tinyattn's class;
+  * a function behind a door (`@door(...) def attention`) keeps tinyattn's door, which calls the
+    function below it: that function is swapped for the learner's, so every reference to the
+    door, a function table's included, runs the learner's body;
+  * any other function (`unbroadcast`) is replaced in every tinyattn module that holds it.
+Each function put in place counts its calls. A check during which the learner's code never ran
+fails: a grader that checked tinyattn's own code instead would be worse than none.
+"""
+import contextlib
+import importlib
+import signal
+import sys
+import threading
+import traceback
+import types
+import warnings
+
+import numpy as np
+
+from tinyattn.tools.exercises.exercise import Measured
+
+
+class LearnerFileError(Exception):
+    """A learner's file that cannot be checked: a syntax error, an error while loading it, a
+    function missing. The message is one line."""
+
+
+class OutOfTime(Exception):
+    """A check that ran past its time limit."""
+
+
+def load(exercise, path):
+    """{unit: the learner's function} from the file at `path`."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise LearnerFileError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        code = compile(text, str(path), "exec")
+    except SyntaxError as error:
+        raise LearnerFileError(f"{path.name}, line {error.lineno}: {error.msg} "
+                               f"(a SyntaxError: Python cannot read the file)") from None
+    module = types.ModuleType(f"tinyattn_exercise_{exercise.name}")
+    module.__file__ = str(path)
+    try:
+        exec(code, module.__dict__)
+    except Exception as error:
+        raise LearnerFileError(f"{path.name} stopped while loading: "
+                               f"{in_one_line(error, path)}") from None
+    functions = {}
+    for unit in exercise.units:
+        owner, _, name = unit.rpartition(".")
+        holder = module.__dict__.get(owner) if owner else module
+        function = vars(holder).get(name) if holder is not None else None
+        if not callable(function):
+            where = f"class {owner} with a method {name}" if owner else f"a function {name}"
+            raise LearnerFileError(f"{path.name} has no {unit}: it must keep {where}, as the "
+                                   f"file was given")
+        functions[unit] = function
+    return functions
+
+
+def in_one_line(error, path=None):
+    """`TypeError: ... (mul_div.py, line 31, in Div.backward)`: the error, and the last line of
+    the learner's file it went through (the engine may raise it later, from what the learner's
+    code returned: then the message says what was wrong)."""
+    message = " ".join(str(error).split())
+    if len(message) > 300:
+        message = message[:300] + " ..."
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text + where_in(error, path)
+
+
+def where_in(error, path):
+    """" (mul_div.py, line 31, in Div.backward)": the last line of the learner's file that the
+    error (or an error that caused it) went through; "" if none did."""
+    seen = set()
+    while path is not None and error is not None and id(error) not in seen:
+        seen.add(id(error))
+        frames = [(frame.f_code, line) for frame, line in traceback.walk_tb(error.__traceback__)
+                  if frame.f_code.co_filename == str(path)]
+        if frames:
+            code, line = frames[-1]
+            return f" ({path.name}, line {line}, in {getattr(code, 'co_qualname', code.co_name)})"
+        error = error.__cause__ or error.__context__
+    return ""
+
+
+def counted(function, calls, unit):
+    def counting(*args, **kwargs):
+        calls[unit] += 1
+        return function(*args, **kwargs)
+    counting.__name__, counting.__qualname__ = function.__name__, function.__qualname__
+    counting.__doc__ = function.__doc__
+    return counting
+
+
+def behind_a_door(function):
+    """The cell of a door's wrapper that holds the function below the door, or None."""
+    code = getattr(function, "__code__", None)
+    if code is None or "function" not in code.co_freevars or not hasattr(function, "__wrapped__"):
+        return None
+    return function.__closure__[code.co_freevars.index("function")]
+
+
+def of_class(method, cls):
+    """The learner's method, with `super()` in it meaning tinyattn's class, not the learner's
+    copy of it (a zero-argument super() reads the class from a cell named __class__)."""
+    code = method.__code__
+    if "__class__" not in code.co_freevars:
+        return method
+    cells = tuple(types.CellType(cls) if name == "__class__" else cell
+                  for name, cell in zip(code.co_freevars, method.__closure__))
+    rebuilt = types.FunctionType(code, method.__globals__, method.__name__, method.__defaults__,
+                                 cells)
+    rebuilt.__kwdefaults__ = method.__kwdefaults__
+    return rebuilt
+
+
+@contextlib.contextmanager
+def in_place(exercise, functions, calls):
+    """The learner's `functions` in place of tinyattn's units, for the `with` block; `calls`
+    (a dict) counts the calls of each."""
+    module = importlib.import_module(exercise.module)
+    undo = []
+    try:
+        for unit, learner in functions.items():
+            calls.setdefault(unit, 0)
+            owner, _, name = unit.rpartition(".")
+            holder = getattr(module, owner) if owner else module
+            original = vars(holder)[name]
+            cell = behind_a_door(original)
+            if cell is not None:
+                body = getattr(learner, "__wrapped__", learner)    # the learner's own door: off
+                undo.append((setattr, (cell, "cell_contents", cell.cell_contents)))
+                cell.cell_contents = counted(body, calls, unit)
+            elif owner:
+                undo.append((setattr, (holder, name, original)))
+                setattr(holder, name, counted(of_class(learner, holder), calls, unit))
+            else:
+                replacement = counted(learner, calls, unit)
+                for other in list(sys.modules.values()):
+                    if getattr(other, "__name__", "").partition(".")[0] != "tinyattn":
+                        continue
+                    for attribute, value in list(vars(other).items()):
+                        if value is original:
+                            undo.append((setattr, (other, attribute, original)))
+                            setattr(other, attribute, replacement)
+        yield
+    finally:
+        for action, arguments in reversed(undo):
+            action(*arguments)
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """OutOfTime after `seconds`, where a signal can interrupt (the main thread of a Unix
+    process); elsewhere no limit."""
+    if not seconds or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise OutOfTime(f"stopped after {seconds:g} s: does every loop of yours end?")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None):
+    """[(check, Measured)] for the exercise's checks, with `functions` in place; stops after the
+    first failure when `fail_fast`. A check's error becomes a failed Measured, told in one line."""
+    calls, results = {}, []
+    with in_place(exercise, functions, calls):
+        for check in exercise.checks:
+            before = sum(calls.values())
+            try:
+                with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    measured = check.measure()
+            except NotImplementedError as error:
+                measured = Measured(False, None, "not written yet: NotImplementedError"
+                                                 + where_in(error, path))
+            except Exception as error:
+                measured = Measured(False, None, in_one_line(error, path))
+            if measured.passed and sum(calls.values()) == before:
+                measured = Measured(False, None, "the check did not run your code (a fault of "
+                                                 "the exercise: please report it)")
+            results.append((check, measured))
+            if fail_fast and not measured.passed:
+                break
+    never = [unit for unit in exercise.units if not calls.get(unit)]
+    if never and all(m.passed for _, m in results) and not fail_fast:
+        results.append((None, Measured(False, None, f"no check ran {', '.join(never)} (a "
+                                                    "fault of the exercise: please report it)")))
+    return results
+
+
+def report(results):
+    """One line per check: pass or FAIL, the largest error found (or - for a check that measures
+    no number), what it checks, and a few words on what was found; then how many passed."""
+    lines = []
+    for check, measured in results:
+        what = check.what if check is not None else "every function of the exercise ran"
+        error = f"{measured.error:.1e}" if measured.error is not None else "-"
+        detail = f" ({measured.detail})" if measured.detail else ""
+        lines.append(f"  {'pass' if measured.passed else 'FAIL'}  {error:>8}  {what}{detail}")
+    passed = sum(measured.passed for _, measured in results)
+    lines.append(f"{passed} of {len(results)} checks pass; the number after pass or FAIL is the "
+                 "largest error found.")
+    return lines
