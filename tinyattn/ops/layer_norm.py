@@ -31,31 +31,21 @@ class LayerNorm(Function):
     normalisation undoes any shift of x (and, up to eps, any scaling), so they get no gradient.
 
     Saved: xhat and 1 / sigma (one number per row), and the weight; forward needs no other arrays.
-    Both passes compute in place (`*=`, `-=`, `out=`): two arrays of x's size each, where the
-    formulas written on one line make a new array per operation.
     """
 
     def forward(self, x, weight, bias, eps):
         mu = row_mean(x)                                                 # (..., 1)
         xhat = x - mu                                                    # (..., N)
-        squares = np.multiply(xhat, xhat)                                # (..., N)
-        variance = row_mean(squares)                                     # (..., 1)
+        variance = row_mean(xhat * xhat)                                 # (..., 1)
         inv_sigma = 1.0 / np.sqrt(variance + eps)                        # (..., 1)
         xhat *= inv_sigma
         self.saved = (xhat, inv_sigma, weight)
-        out = np.multiply(xhat, weight, out=squares)     # in the squares' array, now unused
-        out += bias
-        return out
+        return xhat * weight + bias
 
     def backward(self, grad):
         xhat, inv_sigma, weight = self.saved
         g = grad * weight                                                # dL/dxhat (..., N)
-        grad_x = np.multiply(g, xhat)                                    # (..., N)
-        g_xhat_mean = row_mean(grad_x)                                   # mean(g * xhat) (..., 1)
-        np.multiply(xhat, g_xhat_mean, out=grad_x)
-        np.subtract(g, grad_x, out=grad_x)                               # g - xhat mean(g xhat)
-        grad_x -= row_mean(g)
-        grad_x *= inv_sigma
+        grad_x = inv_sigma * (g - row_mean(g) - xhat * row_mean(g * xhat))
         return (grad_x,
                 grad * xhat if self.needs_grad(1) else None,
                 grad if self.needs_grad(2) else None)

@@ -59,9 +59,7 @@ class Softmax(Function):
 
     def backward(self, grad):
         out, axis = self.saved
-        grad_x = grad - summed(grad * out, axis)        # grad_i - sum_j grad_j out_j
-        grad_x *= out
-        return (grad_x,)
+        return (out * (grad - summed(grad * out, axis)),)
 
 
 class LogSoftmax(Function):

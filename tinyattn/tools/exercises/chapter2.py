@@ -234,11 +234,12 @@ FLASH_CASES = [    # (query, key, value shapes), flash_attention's keyword argum
 
 
 def np_flash_reference(q, k, v, is_causal=False, scale=None, block_size=None):
-    """(output, logsumexp of each query's scores) of plain attention, in NumPy."""
+    """(output, logsumexp of each query's scores) of plain attention, in NumPy. A query that
+    sees no key gets a zero output and a logsumexp of +inf: backward's exp(S - logsumexp) is 0."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale                               # (..., L, S)
-    if k.shape[-2] == 0:                  # no key: a zero output, and a logsumexp of -inf
-        return np.zeros(scores.shape[:-1] + v.shape[-1:]), np.full(scores.shape[:-1], -np.inf)
+    if k.shape[-2] == 0:                  # no key: a zero output, and a logsumexp of +inf
+        return np.zeros(scores.shape[:-1] + v.shape[-1:]), np.full(scores.shape[:-1], np.inf)
     if is_causal:
         scores = np.where(np_causal(q.shape[-2], k.shape[-2]), scores, -np.inf)
     top = scores.max(axis=-1, keepdims=True)
@@ -267,6 +268,21 @@ def large_scores():
     return [(out, np_flash_reference(q, k, v, is_causal=True, scale=1.0)[0])]
 
 
+def per_head_layout():
+    """Block-sparse attention with a layout per head: head 0 sees the first key block from every
+    query block, head 1 only its own block, so head 1's first visited block hides all its keys
+    (a running maximum of -inf to carry through). Against plain attention under the mask."""
+    q, k, v = (x.data for x in leaves((2, 2, 6, 3), (2, 2, 6, 3), (2, 2, 6, 4)))
+    layout = np.eye(3, dtype=bool)[np.newaxis].repeat(2, axis=0)             # (H, Lb, Sb)
+    layout[0, :, 0] = True
+    out = F.block_sparse_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), layout, 2,
+                                   is_causal=True)
+    mask = F.layout_mask(layout, 2, 6) & np_causal(6, 6)                     # (H, L, S)
+    scores = np.where(mask, q @ np.swapaxes(k, -1, -2) / math.sqrt(3), -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return [(out, weights / weights.sum(axis=-1, keepdims=True) @ v)]
+
+
 FLASH_ROWS = ("attention: flash", "attention: flash, causal", "attention: flash, causal, L > S",
               "attention: flash, causal, L < S", "attention: flash, L != S, scale=1",
               "attention: flash, causal, broadcast batch", "attention: flash, causal, block 1")
@@ -275,13 +291,15 @@ FLASH_ROWS = ("attention: flash", "attention: flash, causal", "attention: flash,
 FLASH_FORWARD = Exercise(
     "flash_forward", 2, "FlashAttention's forward: the online softmax, block by block",
     "tinyattn.ops.flash_attention", ("FlashAttention.forward",),
-    given=("blocks", "visible", "block_scores"),
+    given=("blocks", "visited_pairs", "block_scores"),
     read_first="the docstring of FlashAttention in tinyattn/ops/flash_attention.py (Forward, and "
                "the erratum), the helpers above it, and Algorithm 1 of the FlashAttention-2 paper",
     checks=(
         matches("outputs, and the logsumexp saved for backward, vs plain attention in NumPy: "
                 "causal, L != S, short last blocks, broadcast batches, no keys", flash_outputs),
         matches("scores in the thousands: no overflow (the running maximum)", large_scores),
+        matches("a block layout per head, one head's first visited block all hidden, vs plain "
+                "attention under the mask", per_head_layout),
         gradient_rows(*FLASH_ROWS)._replace(
             what="gradients (the given backward, from what your forward saved): 7 rows"),
         float32(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=2),
@@ -292,24 +310,26 @@ FLASH_FORWARD = Exercise(
         "per query the running maximum m, the running sum l of exp(score - m), and an output O_i "
         "not yet divided by l.",
         "For each visible key block: S_ij from block_scores, m_new = max(m, row max of S_ij), "
-        "P_ij = exp(S_ij - m_new). Skip the blocks `visible` says no query of the block sees.",
+        "P_ij = exp(S_ij - m_new). Walk only the key blocks `visited_pairs` marks for this block "
+        "of queries.",
         "When the maximum grows, what was gathered against the old one is too large by "
         "e^(m_new - m_old): multiply l and O_i by exp(m_old - m_new) before adding this block's "
         "sum of P_ij and P_ij @ V_j (the paper's line 10, without its misprinted inverse).",
-        "After the last key block divide O_i by l once (l = 0 only when there are no keys: use "
-        "1), and save logsumexp = m + log l per query, with Q, K, V, O and the settings, in the "
+        "After the last key block divide O_i by l once (l = 0 only where a query saw no key: "
+        "use 1 there), and save logsumexp = m + log l per query (+inf where no key was seen, so "
+        "that backward's exp(S - logsumexp) is 0), with Q, K, V, O and the settings, in the "
         "order backward unpacks them.",
     ),
     equivalent_mutants=(
-        ("FlashAttention.forward: l_i = np.where(l_i == 0, 1, l_i)          # (..., Br, 1) no "
-         "key seen (S = 0): O_i = 0 :: 1 -> 2",
-         "l is replaced only where it is 0, where no key was seen: there O_i is 0, and 0 / 2 = "
-         "0 / 1, and m = -inf makes the logsumexp -inf either way"),
-        ("FlashAttention.forward: l_i = np.zeros(batch + (Br, 1), Q.dtype)          # (..., Br, "
-         "1)  running row sum :: np.zeros -> np.ones",
-         "the first key block multiplies l by exp(m_old - m_new) = exp(-inf) = 0, so l's "
-         "starting value is never used; without any key block (S = 0) the line that replaces a "
-         "0 by 1 makes it 1 anyway"),
+        ("FlashAttention.forward: l_i = np.where(sees_none, 1, l_i)                                "
+         "# (..., Br, 1) :: 1 -> 2",
+         "l is replaced only where the query saw no key: there O_i is 0, and 0 / 2 = 0 / 1, and "
+         "the logsumexp is +inf whatever l is"),
+        ("FlashAttention.forward: m_safe = np.where(m_new == -np.inf, 0, m_new)   # (..., Br, 1) "
+         "no key seen yet :: 0 -> 1",
+         "m_safe replaces m_new only where the query has seen no key yet: there every score is "
+         "-inf and so is m_old, so P_ij = exp(-inf - m_safe) and the rescale exp(-inf - m_safe) "
+         "are 0 for any finite m_safe"),
     ),
     wrong_versions=(
         Wrong("the running-max rescale forgotten",
@@ -318,7 +338,7 @@ FLASH_FORWARD = Exercise(
               (("l_i = rescale * l_i +", "l_i = l_i / rescale +"),
                ("O_i = rescale * O_i +", "O_i = O_i / rescale +"))),
         Wrong("the logsumexp saved without the maximum: log l only",
-              (("(m_i + np.log(l_i))[..., 0]", "np.log(l_i)[..., 0]"),)),
+              (("m_i + np.log(l_i))[..., 0]", "np.log(l_i))[..., 0]"),)),
         Wrong("the running maximum never updated", (("m_i = m_new  ", "pass  "),)),
     ),
 )
@@ -340,7 +360,7 @@ def flash_gradients_equal_plain():
 FLASH_BACKWARD = Exercise(
     "flash_backward", 2, "FlashAttention's backward: recompute, D = rowsum(dO * O), block by block",
     "tinyattn.ops.flash_attention", ("FlashAttention.backward",),
-    given=("blocks", "visible", "block_scores"),
+    given=("blocks", "visited_pairs", "block_scores"),
     read_first="the docstring of FlashAttention in tinyattn/ops/flash_attention.py (Backward, "
                "why D = rowsum(dO * O), what differs from the paper), the forward, and "
                "Softmax.backward in tinyattn/ops/softmax.py",
@@ -358,7 +378,7 @@ FLASH_BACKWARD = Exercise(
         "Re-read the docstring's Backward: D = rowsum(dO * O), then per pair of blocks P_ij, "
         "dV_j, dP_ij, dS_ij, dQ_i and dK_j, in that order.",
         "P_ij comes back from the saved logsumexp: exp(S_ij - logsumexp_i), with S_ij from "
-        "block_scores, so no maximum is needed. Skip the pairs `visible` rules out.",
+        "block_scores, so no maximum is needed. Visit only the pairs `visited_pairs` marks.",
         "dS_ij = P_ij * (dP_ij - D_i) is Softmax's backward with D in place of its sum; the "
         "scores were scale * Q K^T, so dQ and dK carry the scale.",
         "dQ, dK and dV are sums over block pairs: allocate them with zeros and add each block's "
@@ -685,7 +705,7 @@ def adamw_in_float32():
 
 ADAMW = Exercise(
     "adamw", 2, "an AdamW step: moments, bias correction, decoupled weight decay",
-    "tinyattn.optim", ("Adam.step", "AdamW.step"),
+    "tinyattn.optim", ("Adam.step", "AdamW.decay"),
     read_first="the docstrings of Adam and AdamW in tinyattn/optim.py, Optimizer.gradient, and "
                "Algorithm 2 of Loshchilov & Hutter, \"Decoupled Weight Decay Regularization\"",
     checks=(
@@ -703,13 +723,13 @@ ADAMW = Exercise(
         "includes weight_decay * p).",
         "Bias correction: m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). Update m, v and "
         "p in place, with Python floats, so that float32 stays float32.",
-        "AdamW: before Adam's step, shrink each parameter that has a gradient by "
-        "(1 - lr * weight_decay); its gradient is the plain one.",
+        "AdamW: Adam's step calls self.decay(p) just before it moves p; AdamW's decay shrinks "
+        "p by (1 - lr * weight_decay), and its gradient is the plain one.",
     ),
     wrong_versions=(
         Wrong("no bias correction",
-              (("(m / correction1) / (np.sqrt(v / correction2) + self.eps)",
-                "m / (np.sqrt(v) + self.eps)"),)),
+              (("np.divide(v, correction2, out=square)", "np.divide(v, 1.0, out=square)"),
+               ("step *= self.lr / correction1", "step *= self.lr"))),
         Wrong("AdamW's decay added to the gradient (coupled, as in Adam)",
               (("p.data *= 1.0 - self.lr * self.weight_decay",
                 "p.grad = p.grad + self.weight_decay * p.data"),)),
@@ -717,7 +737,7 @@ ADAMW = Exercise(
               (("p.data *= 1.0 - self.lr * self.weight_decay",
                 "p.data *= 1.0 - self.weight_decay"),)),
         Wrong("v from the gradient, not its square",
-              (("(1.0 - self.beta2) * grad * grad", "(1.0 - self.beta2) * grad"),)),
+              (("square = np.multiply(grad, grad)", "square = np.multiply(grad, 1.0)"),)),
     ),
 )
 
