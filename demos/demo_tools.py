@@ -23,7 +23,6 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.tools.bench.generation import generate_without_cache
 
 DEFAULT_OUTPUT = "tinyattn-demos"
 
@@ -217,13 +216,13 @@ def generation_speed(model, prompt_ids, length, sampling, seed, rounds=3):
     (temperature, top_k), with the cache (`generate`) and recomputing every prefix: the median
     over interleaved rounds, each drawing from a generator seeded with `seed`. Both must write the
     same tokens."""
-    ways = {"cached": nn.CausalTransformer.generate, "recomputed": generate_without_cache}
-    times, tokens = {name: [] for name in ways}, {}
+    times, tokens = {name: [] for name in ("cached", "recomputed")}, {}
     for _ in range(rounds):
-        for name, generate in ways.items():
+        for name in times:
             ta.manual_seed(seed)
             start = time.perf_counter()
-            tokens[name] = generate(model, prompt_ids, length, **sampling)
+            tokens[name] = model.generate(prompt_ids, length, **sampling,
+                                          use_cache=name == "cached")
             times[name].append(time.perf_counter() - start)
     if not np.array_equal(tokens["cached"], tokens["recomputed"]):
         raise AssertionError("generation with the cache wrote other tokens than without it")

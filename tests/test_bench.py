@@ -80,7 +80,7 @@ def test_generation_with_and_without_the_cache_agree():
     model = generation.gpt_model(embed_dim=16, num_layers=2, max_len=8)
     prompt = np.array([[3, 1, 4]])
     cached = generation.seeded(generation.cached, model)(prompt, 9)      # past max_len 8
-    uncached = generation.seeded(generation.generate_without_cache, model)(prompt, 9)
+    uncached = generation.seeded(generation.uncached, model)(prompt, 9)
     assert cached.shape == (1, 12)
     np.testing.assert_array_equal(cached, uncached)
 

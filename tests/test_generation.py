@@ -7,10 +7,23 @@ import pytest
 import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn import engine
-from tinyattn.nn.transformer import POSITIONAL, next_tokens, samplable
-from tinyattn.tools.bench.generation import generate_without_cache
+from tinyattn.nn.transformer import ABSOLUTE, POSITIONAL, next_tokens, samplable
 
 VOCAB, MAX_LEN = 11, 8
+
+
+@ta.no_grad()
+def generate_without_cache(model, ids, max_new_tokens, temperature=1.0, top_k=None):
+    """What `model.generate` computes, written the plain way as the test's reference: at every
+    step the model runs on the whole prefix (its last max_len tokens, for absolute positions) and
+    the next token is drawn from the last position's logits, with the same draws."""
+    ids = np.asarray(ids, dtype=np.int64)
+    window = model.max_len if model.positional in ABSOLUTE else None
+    for _ in range(max_new_tokens):
+        context = ids if window is None else ids[:, -window:]
+        logits = model(context).data[:, -1]                                # (B, vocab)
+        ids = np.concatenate([ids, next_tokens(logits, temperature, top_k)[:, None]], axis=1)
+    return ids
 
 
 def small_model(positional, dtype=None):
@@ -40,6 +53,9 @@ def test_generate_gives_the_tokens_of_recomputing_the_prefix(positional, samplin
     assert cached.shape == (3, 14) and cached.dtype == np.int64
     np.testing.assert_array_equal(cached[:, :5], ids)
     np.testing.assert_array_equal(cached, recomputed)
+    ta.manual_seed(5)
+    without_cache = model.generate(ids, 9, **sampling, use_cache=False)
+    np.testing.assert_array_equal(without_cache, recomputed)
 
 
 @pytest.mark.parametrize("positional", ["learned", "rope"])

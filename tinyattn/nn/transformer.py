@@ -230,8 +230,8 @@ class CausalTransformer(Module):
 
     @no_grad()
     @door(prompt_fits, max_new_tokens=at_least(0), temperature=between(0),
-          top_k=optional(at_least(1)))
-    def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None):
+          top_k=optional(at_least(1)), use_cache=bool)
+    def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None, use_cache=True):
         """Continue each row of `ids` (B, T) by max_new_tokens tokens: (B, T + max_new_tokens).
 
         At each step the next token is drawn from softmax(logits / temperature) of the last
@@ -245,7 +245,9 @@ class CausalTransformer(Module):
         The cache: the first step runs the prompt and fills one KVCache per layer; each later
         step runs the newest token alone, its positions continuing from the cache. The logits are
         those of running the whole prefix, up to rounding (matrix products of other shapes add
-        in another order), and so are the tokens.
+        in another order), and so are the tokens. `use_cache=False` runs the whole prefix at every
+        step instead, as nanoGPT's generate does (and Hugging Face's with the same argument): the
+        same tokens, as slow as that is (bench 5 and demos 11 and 14 measure the difference).
 
         With absolute positions (sinusoidal, learned) the context is the last max_len tokens, as
         in nanoGPT. Once the sequence is longer than that, the window slides by one token at every
@@ -255,14 +257,16 @@ class CausalTransformer(Module):
 
         ids: integers in [0, vocab_size), an array or tensor (B, T) with T >= 1; max_new_tokens
         an int >= 0; temperature >= 0; top_k None or an int >= 1 (above the vocabulary size it
-        means all of it). Returns a NumPy int64 array.
+        means all of it); use_cache True or False. Returns a NumPy int64 array.
         """
         ids = np.asarray(data_of(ids), dtype=np.int64)                  # (B, T)
         window = self.max_len if self.positional in ABSOLUTE else None
         cache = None
         for step in range(max_new_tokens):
             start = 0 if window is None else max(0, ids.shape[1] - window)
-            if cache is None or start > 0:          # first step, or the window has slid
+            if not use_cache:                       # the whole prefix (its window), every step
+                logits = self(ids[:, start:], last_only=True)               # (B, 1, vocab)
+            elif cache is None or start > 0:        # first step, or the window has slid
                 cache = self.empty_cache()
                 logits = self(ids[:, start:], cache=cache, last_only=True)  # (B, 1, vocab)
             else:

@@ -1,8 +1,8 @@
 """Generation with and without the key/value cache: tokens per second of writing a sequence of a
 given length, one token at a time, from a one-token prompt.
 
-Without the cache every step runs the model on the whole prefix, as nanoGPT's `generate` does
-(`generate_without_cache` below); with it (`CausalTransformer.generate`) every step runs the
+Without the cache (`generate(..., use_cache=False)`) every step runs the model on the whole
+prefix, as nanoGPT's `generate` does; with it (`CausalTransformer.generate`) every step runs the
 newest token alone, against the keys and values cached by the earlier steps. Both must give the
 same tokens (checked before anything is timed). The model is the size of nanoGPT's CPU recipe:
 4 layers, 4 heads, width 128, a vocabulary of ~100 characters, learned positions, float32.
@@ -12,26 +12,10 @@ import statistics
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.nn.transformer import ABSOLUTE, next_tokens
 from tinyattn.tools.bench.timing import interleaved, median_ratio
 
 GPT_SIZES = dict(vocab_size=96, embed_dim=128, num_heads=4, num_layers=4, max_len=256)
 LENGTHS = (32, 64, 128, 256)
-
-
-@ta.no_grad()
-def generate_without_cache(model, ids, max_new_tokens, temperature=1.0, top_k=None):
-    """What `model.generate` computes, the plain way: at every step the model runs on the whole
-    prefix (its last max_len tokens, for absolute positions) and the next token is drawn from
-    the last position's logits (the only ones computed: the head is the same work either way, as
-    in nanoGPT), with the same draws."""
-    ids = np.asarray(ids, dtype=np.int64)
-    window = model.max_len if model.positional in ABSOLUTE else None
-    for _ in range(max_new_tokens):
-        context = ids if window is None else ids[:, -window:]
-        logits = model(context, last_only=True).data[:, -1]         # (B, vocab)
-        ids = np.concatenate([ids, next_tokens(logits, temperature, top_k)[:, None]], axis=1)
-    return ids
 
 
 def gpt_model(seed=0, dtype=np.float32, **sizes):
@@ -53,12 +37,16 @@ def cached(model, ids, max_new_tokens):
     return model.generate(ids, max_new_tokens)
 
 
+def uncached(model, ids, max_new_tokens):
+    return model.generate(ids, max_new_tokens, use_cache=False)
+
+
 def bench_generation(rounds, lengths=LENGTHS):
     """Print tokens per second with and without the cache at each length, and the speed-up (the
     median over rounds of the per-round ratio); returns {length: speed-up}."""
     model = gpt_model()
     implementations = {"cached": seeded(cached, model),
-                       "uncached": seeded(generate_without_cache, model)}
+                       "uncached": seeded(uncached, model)}
     prompt = np.zeros((1, 1), dtype=np.int64)
     model_size = ("{num_layers} layers, {num_heads} heads, width {embed_dim}, vocabulary "
                   "{vocab_size}, learned positions, float32".format(**GPT_SIZES))

@@ -253,6 +253,11 @@ INDEX = Exercise(
         "`grad_a[index] += grad` writes a repeated index once (NumPy buffers it); np.add.at adds "
         "every occurrence.",
     ),
+    equivalent_mutants=tuple(
+        (f"Index.backward: np.add.at(grad_a.reshape(-1), positions.reshape(-1), "
+         f"grad.reshape(-1)) :: 1 -> 2{' (again)' * again}",
+         "NumPy reads a negative size in reshape as the one size to infer: reshape(-2) is "
+         "reshape(-1)") for again in range(3)),
     wrong_versions=(
         Wrong("`=` where gradients must add",
               (("np.add.at(grad_a, index, grad)", "grad_a[index] = grad"),)),
