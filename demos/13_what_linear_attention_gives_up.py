@@ -25,8 +25,8 @@ What each keeps of the pairs, to answer the question:
 - block-sparse attention (blocks of 8, a query block sees its own block, the one before it and
   the first: "local + global", as in the Sparse Transformer and BigBird): the first 8 pairs and
   the last 8 to 15, a fixed number too. What it is for: skipping the blocks it hides, it does
-  work in proportion to the blocks it shows, where a mask alone saves nothing (here it is
-  computed as SDPA with the layout's mask, the same function: see block_sparse_attention);
+  work in proportion to the blocks it shows, where a mask alone saves nothing
+  (`F.block_sparse_attention`; bench 4 and demo 7 measure what it saves);
 - linear attention: a state S = sum_j phi(k_j) v_j^T of E x Ev numbers and z of E, whatever n.
 
 A window or a block layout keeps its pairs exactly and loses the others entirely: its recall can
@@ -109,28 +109,15 @@ def mixed_batch(random, size):
 # of 16 positions (any chunk gives the same numbers; these short sequences waste less on padding)
 
 def local_and_global_layout(num_blocks):
-    """(num_blocks, num_blocks) booleans: query block i sees key blocks i - 1 and i, and block 0."""
-    i, j = np.arange(num_blocks)[:, None], np.arange(num_blocks)[None, :]
-    return (j == 0) | ((0 <= i - j) & (i - j <= 1))
-
-
-def block_mask(layout, block_size, L, S):
-    """The (L, S) mask of a block layout: query i sees key j when block (i // b, j // b) shows."""
-    return np.kron(layout, np.ones((block_size, block_size), dtype=bool))[:L, :S]    # (L, S)
-
-
-def block_sparse_attention(query, key, value, layout, block_size):
-    """What F.block_sparse_attention(query, key, value, layout, block_size, is_causal=True)
-    computes, written as SDPA with the layout's mask: the same function, but it scores all L x S
-    pairs. Once F.block_sparse_attention is in tinyattn, this line becomes that call."""
-    return F.scaled_dot_product_attention(query, key, value, is_causal=True, attn_mask=block_mask(
-        layout, block_size, query.shape[-2], key.shape[-2]))          # (..., L, Ev)
+    """(num_blocks, num_blocks) booleans: query block i sees key blocks i - 1 and i, and block 0
+    (a global block, whose own row tril cuts to itself: the attention is causal)."""
+    return np.tril(F.local_layout(num_blocks, 2) | F.global_layout(num_blocks, [0]))
 
 
 def block_sparse(query, key, value):
     num_blocks = -(-query.shape[-2] // BLOCK_SIZE)
-    return block_sparse_attention(query, key, value, local_and_global_layout(num_blocks),
-                                  BLOCK_SIZE)
+    return F.block_sparse_attention(query, key, value, local_and_global_layout(num_blocks),
+                                    BLOCK_SIZE, is_causal=True)               # (..., L, Ev)
 
 
 ATTENTION = {
@@ -178,7 +165,7 @@ def pairs_seen(name, num_pairs):
         return int(F.local_mask(L, SEEN_BY_WINDOW + 1)[-1, :num_pairs].sum())
     if name == "block":
         layout = local_and_global_layout(-(-L // BLOCK_SIZE))
-        return int(block_mask(layout, BLOCK_SIZE, L, L)[-1, :num_pairs].sum())
+        return int(F.layout_mask(layout, BLOCK_SIZE, L)[-1, :num_pairs].sum())
     return num_pairs
 
 

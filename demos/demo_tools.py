@@ -77,13 +77,10 @@ def keep_freed_memory():
     gradients, temporaries). By default, once more than about twice the largest recently freed
     block lies free at the top of its heap, glibc returns it to the system, and the next
     allocations have the system hand it back page by page, each 4 KB page zero-filled on a page
-    fault: for demo 11's model, 8,700 to 9,700 faults (35 to 40 MB) per training step, which
-    then used 190 ms of processor time instead of 147 on this machine. Raising both thresholds
+    fault: tens of megabytes per step of demo 11's training, paid in processor time that is no
+    part of the model's work (`/usr/bin/time -v` counts the faults). Raising both thresholds
     keeps that memory in the process (arrays up to 32 MB come from the heap, and up to 512 MB of
     it stays free for reuse). Elsewhere (macOS, Windows, another C library) nothing changes.
-    (glibc raises the thresholds itself when larger blocks are freed: a process that ran a
-    float64 step first, as `python -m tinyattn bench 3` does to check its numbers, never
-    faults like this.)
     """
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt

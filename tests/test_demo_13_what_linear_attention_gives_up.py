@@ -28,23 +28,6 @@ def test_recall_batches_ask_about_a_pair_that_is_there():
     assert np.array_equal(values[asked], answer)
 
 
-@pytest.mark.parametrize("L, S", [(19, 19), (13, 19), (8, 8)])
-def test_block_sparse_attention_is_sdpa_with_each_pairs_block_looked_up(L, S):
-    """Query i sees key j when the layout shows block (i // b, j // b) and j <= i: the mask built
-    pair by pair, here with ragged last blocks, L != S and broadcast batch axes."""
-    b = 8
-    random = np.random.default_rng(1)
-    query, key = random.standard_normal((2, 1, L, 4)), random.standard_normal((1, 3, S, 4))
-    value = random.standard_normal((1, 3, S, 5))
-    layout = random.random((-(-L // b), -(-S // b))) < 0.6
-    mask = np.array([[layout[i // b, j // b] and j <= i for j in range(S)] for i in range(L)])
-    got = demo.block_sparse_attention(ta.tensor(query), ta.tensor(key), ta.tensor(value), layout, b)
-    want = F.scaled_dot_product_attention(ta.tensor(query), ta.tensor(key), ta.tensor(value),
-                                          attn_mask=mask)
-    assert got.shape == (2, 3, L, 5)
-    np.testing.assert_allclose(got.data, want.data, rtol=0, atol=1e-12)
-
-
 def test_the_local_and_global_layout():
     assert demo.local_and_global_layout(4).astype(int).tolist() == [
         [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 1, 1]]

@@ -1,9 +1,10 @@
 """Elementwise ops: each output element depends on the elements at the same position.
 
-Every backward rule below is the chain rule for one element, `dL/dx = dL/dout * dout/dx`, applied to
-whole arrays at once. `grad` is dL/d(out). The sweep (engine.py) sums the gradient of a broadcast
-input back to its shape, so the rules are written as if `a` and `b` had the same shape; an input that
-is a constant (`self.needs_grad(i)` False) gets None instead of a gradient nobody will read.
+Every backward rule below is the chain rule for one element, `dL/dx = dL/dout * dout/dx`,
+applied to whole arrays at once. `grad` is dL/d(out). The sweep (engine.py) sums the gradient of a
+broadcast input back to its shape, so the rules are written as if `a` and `b` had the same shape;
+an input that is a constant (`self.needs_grad(i)` False) gets None instead of a gradient nobody
+will read.
 """
 import math
 
@@ -195,9 +196,9 @@ class Gelu(Function):
 
         out = x s,   s = sigmoid(2u) = 1 / (1 + e^(-2u))
 
-    (the same numbers: NumPy's float32 e^x takes half the time of its tanh, 0.5 ms against 1.0 for
-    bench 3's (768, 512) activations). dL/dx = grad * dout/dx, by the product rule, then the chain
-    rule through the sigmoid (d sigmoid(z) / dz = s (1 - s), here with z = 2u):
+    (the same function: NumPy's e^x is quicker than its tanh). dL/dx = grad * dout/dx, by the
+    product rule, then the chain rule through the sigmoid (d sigmoid(z) / dz = s (1 - s), here
+    with z = 2u):
 
         dout/dx = s + x s (1 - s) 2 du/dx,    du/dx = c (1 + 3 * 0.044715 x^2)
 
@@ -205,11 +206,10 @@ class Gelu(Function):
     layer's hidden activations; fused, it saves x and s, and its backward is the one line above.
 
     Both are computed in place, one step per line (`*=`, `+=`, `out=`), in two arrays, where the
-    one-line formulas make a new array per operation: a dozen in backward. With the sigmoid, on
-    bench 3's activations: forward 2.15 -> 0.93 ms, backward 0.94 -> 0.47 ms (4.2 -> 1.4 and
-    3.6 -> 0.5 ms when the C library hands freed memory back to the system, as
-    demos/demo_tools.keep_freed_memory explains). And no `x ** 3`: NumPy's float32 power goes
-    through its general function, 50 to 80 times slower than x * x * x.
+    one-line formulas make a new array per operation, a dozen in backward: these are the largest
+    activations of a block, and allocating them anew costs about as much as the arithmetic
+    (bench 3 times the training step this is part of). And no `x ** 3`: NumPy's float32 power
+    goes through its general function, far slower than x * x * x.
     """
 
     def forward(self, x):

@@ -13,7 +13,10 @@ from tinyattn.plumbing import INTEGERS, checked_axes, data_of
 
 
 class Reshape(Function):
-    """out = a with a new shape (same elements, same order).    dL/da = grad reshaped to a's shape"""
+    """out = a with a new shape (same elements, same order).
+
+    dL/da = grad reshaped to a's shape.
+    """
 
     saves_arrays = False
 
@@ -65,8 +68,8 @@ class Index(Function):
     does), and then that element's gradient is the sum of both uses. np.add.at does that.
 
     np.add.at is quick when it adds numbers at positions of a 1-D array, and slow when each index
-    picks a whole row, as an embedding lookup's does: 1.1 ms for 768 ids into a 100 x 128 table,
-    against 0.2 ms for the same sums as numbers (NumPy 2.4). So for an integer array along the
+    picks a whole row, as an embedding lookup's does (several times slower than the same sums
+    as numbers, in NumPy 2; bench 3 has such a lookup). So for an integer array along the
     first axis, the elements of each picked row r are added at their flat positions in a,
     r * row_size + 0, 1, ..., row_size - 1: the same sums. (A negative row counts from the end,
     and so does its negative flat position.)
@@ -147,7 +150,8 @@ def stack(tensors, axis=0):
 def resolve_shape(input_shape, shape):
     """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
     if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
-        raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most one -1")
+        raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most "
+                         f"one -1")
     size = math.prod(input_shape)       # math.prod on Python ints: np.prod converts to an array,
     known = math.prod(n for n in shape if n != -1)      # slower than the reshape itself
     if -1 in shape and known > 0 and size % known == 0:
