@@ -1,72 +1,44 @@
 """Demo 5: does dividing the attention scores by sqrt(d_k) matter in training?
 
-What it shows: one small attention model trained twice, once with its scores scaled by
-1/sqrt(head_dim) and once unscaled (`scale=1.0`), from the same initial weights, with the same
-optimizer (Adam) on the same batches, on a task that cannot be solved without attention; then the
-same at a small head size, as a control. It prints a progress line while training, the held-out
-loss and accuracy of both runs, and a summary of both head sizes; it draws both loss curves.
+What it shows: one small attention model learns associative recall twice, its scores scaled by
+1/sqrt(head_dim) or unscaled (`scale=1.0`), from the same initial weights, with Adam on the same
+batches; then the same at a small head size, as a control.
 
     python demos/05_scaling_in_training.py [output folder] [--quick]
 
-The picture is `scaling_in_training.png` in the output folder (when matplotlib is installed).
-`--quick` trains for 30 steps only. Its full run's time, as `demos/regenerate.py` measured it,
-ends its entry in the README.
+It draws the runs' curves in `scaling_in_training.png` in the output folder (when matplotlib is
+installed). `--quick` trains for 30 steps. Its full run's time, as `demos/regenerate.py` measured
+it, ends its entry in the README.
 
-The task, associative recall. The model sees 12 (key, value) pairs, then is asked for one key and
-must answer that key's value:
+The task: 12 (key, value) pairs, then a question about one key, whose value is the answer:
 
     pairs:     (k=7, v=3)  (k=21, v=30)  (k=4, v=3)  ...      12 pairs, 12 different keys
     question:  k=21 ?                                          answer: 30
 
-The pair holding the answer is anywhere in the list, so no fixed position helps: the question has
-to find its pair by content. That is what attention does, with the question as the query and the
-pairs as the keys and values.
-
-The model, one attention layer (E = embed_dim, here one head, so head_dim = E):
-
-    pairs     = key_embedding(k_i) + value_embedding(v_i)              (B, 12, E)
-    question  = key_embedding(k)   + value_embedding("?")              (B, 1, E)
-    attended  = attention(query=LayerNorm(question),                   (B, 1, E)
-                          key=LayerNorm(pairs), value=LayerNorm(pairs))
-    logits    = Linear(attended)                                       (B, 32 values)
-
-The LayerNorm (one, shared) gives every token unit-variance features, so the size of the scores is
-set by the head size and the weights, not by the embeddings' scale.
+The pair is anywhere in the list, so the question must find it by content: what attention does,
+with the question as the query and the pairs as the keys and values.
 
 What to expect (demo 4 measures it without training): a score is a dot product of two
 head_dim-long vectors, so its spread grows like sqrt(head_dim). At head_dim 256 the unscaled scores
-are 16 times wider than the scaled ones, and the softmax starts out close to one-hot on a pair
-chosen by the random initial weights ("top weight at start" in the summary: the mean largest
-weight of a question, 1/12 if uniform, 1 if one-hot). Whether that slows training down, and by how
+are 16 times wider than the scaled ones, and the softmax starts out nearly one-hot on a pair chosen
+by the initial weights ("top weight at start": a question's mean largest weight, 1/12 if uniform,
+1 if one-hot). Adam divides every gradient by its running size, so a softmax that passes little
+gradient does not by itself make Adam's steps small; but unscaled scores, 16 times larger, also
+move 16 times further when the weights take a step. Whether that slows training down, and by how
 much, is what the demo measures ("steps to 90%": the first held-out check at which 90% of the
-questions are answered right). Adam divides every gradient by its running size, so a softmax that
-passes little gradient does not by itself make Adam's steps small; but unscaled scores, 16 times
-larger, also move 16 times further when the weights take a step. This is one seed and one learning
-rate: the demo says what happened in this run, not what always happens.
+questions are answered right), with one seed and one learning rate: this run, not a law.
 
-Underflow. float32 holds numbers down to about 1.2e-38 with full precision; below that they are
-subnormal (fewer significant bits) and below about 1.4e-45 they round to exactly 0 (the demo
-prints both limits). A softmax weight is exp(s_i - max_j s_j), so a score more than about 87 below
-its row's largest gives a subnormal weight, and more than about 103 below gives exactly 0: that
-weight's gradient w_i (g_i - sum_j w_j g_j) is then exactly 0 as well, and only a step that moves
-the other scores can bring the pair back into play. The second table counts subnormal and zero
-weights on the held-out questions after training: the unscaled scores at head_dim 256 reach such
-gaps, the scaled ones do not, so the scale is also what keeps the softmax clear of underflow. On
-some processors arithmetic on subnormal numbers takes a slow path; so the demo also times one
-forward and backward pass of the trained scaled and unscaled models on the same batch ("ms per
-step": the median of 20 passes, the two models taking turns so that a busy machine slows them
-alike): identical work, only the numbers differ. Close times mean that this processor handles
-subnormal numbers at full speed.
-
-The machine. The unscaled run at head_dim 256 is fragile: its softmax is saturated, so which
-weight underflows, and when a pair comes back into play, hangs on the last bits of the scores.
-Those bits depend on the order in which BLAS adds the products of each matrix product, and that
-order on the kernel BLAS picked for the processor: on another processor, or with another kernel
-on the same one (`OPENBLAS_CORETYPE=SandyBridge python demos/05_scaling_in_training.py` on an
-x86 machine whose OpenBLAS chose Haswell kernels), the unscaled figures (the step, the zero and
-subnormal shares) come out different, while the scaled ones stay. The README names the processor
-and the kernels of the run it quotes.
+Underflow. A softmax weight is exp(s_i - max_j s_j): in float32 it is subnormal (fewer significant
+bits) when its score lies more than about 87 below its row's largest, and exactly 0 beyond about
+103. Its gradient w_i (g_i - sum_j w_j g_j) is then exactly 0 as well, and only a step that moves
+the other scores can bring the pair back into play. The demo counts such weights after training,
+and times a forward and backward pass of each trained model on the same batch: identical work, only
+the numbers differ, so close times mean that this processor handles subnormal numbers at full
+speed. The unscaled run at head_dim 256 is saturated, so its figures hang on the last bits of the
+scores, which depend on the BLAS kernel (`OPENBLAS_CORETYPE=SandyBridge` on an x86 machine whose
+OpenBLAS chose Haswell kernels moves them; the scaled ones stay).
 """
+import functools
 import statistics
 
 import numpy as np
@@ -77,6 +49,9 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.tools.bench.timing import interleaved
 
+# %% [markdown]
+# **The task.** Batches of associative recall; both runs of a comparison see the same batches.
+# %%
 SEED = 0
 NUM_KEYS, NUM_VALUES, NUM_PAIRS = 32, 32, 12
 UNKNOWN = NUM_VALUES            # the value id of the "?" in the question
@@ -88,23 +63,6 @@ FULL = {"steps": 300, "eval_every": 25, "print_every": 100}
 QUICK = {"steps": 30, "eval_every": 10, "print_every": 10}
 TIMED_PASSES = {"full": 20, "quick": 3}    # forward and backward passes timed per model
 
-README_ENTRY = """\
-5. [`05_scaling_in_training.py`](demos/05_scaling_in_training.py) — the same effect in training:
-   one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
-   scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
-   reaches {target_accuracy:.0%} held-out accuracy at step {scaled_256_steps_to_learn}, the
-   unscaled one at step {unscaled_256_steps_to_learn} (the picture shows both loss curves); at
-   head size {control_head_dim} (the control) they take {scaled_32_steps_to_learn} and
-   {unscaled_32_steps_to_learn} steps. The unscaled scores also underflow float32: after
-   training, {unscaled_256_zero_weights:.0%} of the unscaled model's attention weights are exactly
-   0, so their gradient is 0 too, and {unscaled_256_subnormal_weights:.0%} are subnormal (scaled:
-   {scaled_256_zero_weights:.0%} and {scaled_256_subnormal_weights:.0%}). Timed in turns on the
-   machine that made this list, a forward and backward pass took {unscaled_256_ms_per_step:.0f} ms
-   unscaled and {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo
-   says so.
-
-   ![loss and accuracy curves, scaled and unscaled](docs/pictures/scaling_in_training.png)"""
-
 
 def recall_batch(random, size):
     """`size` examples: keys and values (size, 12), the question's key and its answer (size,)."""
@@ -115,10 +73,14 @@ def recall_batch(random, size):
     return keys, values, keys[rows, asked], values[rows, asked]
 
 
+# %% [markdown]
+# **The model.** One attention layer: the question is the query, the pairs are the keys and
+# values. `scale` is all that differs between the two runs.
+# %%
 class RecallModel(nn.Module):
-    """One attention layer: the question attends over the (key, value) pairs, a Linear reads the
-    answer off what it gathered. The LayerNorm gives every token unit-variance features, so the
-    size of the scores is set by the head size and the weights, not by the embeddings' scale."""
+    """A Linear reads the answer off what the question gathered from the pairs. The LayerNorm (one,
+    shared) gives every token unit-variance features, so the size of the scores is set by the head
+    size and the weights, not by the embeddings' scale."""
 
     def __init__(self, embed_dim, num_heads=1, scale=None, dtype=np.float32):
         self.key_embedding = nn.Embedding(NUM_KEYS, embed_dim, dtype=dtype)
@@ -145,10 +107,23 @@ def recall_score(model, batch):
     return F.cross_entropy(logits, answer), accuracy
 
 
+# %% [markdown]
+# **What is measured**: how soon a run answers 90% of the held-out questions, how peaked its
+# attention weights are and how many underflowed float32, and how long one training pass takes.
+# %%
 def steps_to_learn(curves):
     """The first checkpoint at which held-out accuracy reached TARGET_ACCURACY, or None."""
     return next((step for step, accuracy in zip(curves["checkpoints"], curves["held_out_accuracy"])
                  if accuracy >= TARGET_ACCURACY), None)
+
+
+def verdict(runs):
+    """Which run reached TARGET_ACCURACY first: 'scaled', 'unscaled', 'tie' or 'neither'."""
+    reached = sorted((run["steps_to_learn"], name) for name, run in runs.items()
+                     if run["steps_to_learn"] is not None)
+    if len(reached) > 1 and reached[0][0] == reached[1][0]:
+        return "tie"
+    return reached[0][1] if reached else "neither"
 
 
 def weight_stats(model, held_out):
@@ -156,31 +131,31 @@ def weight_stats(model, held_out):
     shares that underflowed float32 (subnormal, or exactly 0)."""
     keys, values, question, _ = held_out
     with ta.no_grad():
-        _, weights = model(keys, values, question)                  # (B, H, 1, n)
-    weights = weights.data
+        weights = model(keys, values, question)[1].data             # (B, H, 1, n)
     smallest_normal = np.finfo(weights.dtype).tiny                  # 1.2e-38 in float32
     return {"top_weight": float(weights.max(axis=-1).mean()),
             "subnormal_weights": float(((0 < weights) & (weights < smallest_normal)).mean()),
             "zero_weights": float((weights == 0).mean())}
 
 
-def forward_backward(model):
+def forward_backward(model, batch):
     """One training pass of `model` on a batch, without the optimizer's step: what is timed."""
-    def run(batch):
-        loss, _ = recall_score(model, batch)
-        model.zero_grad()
-        loss.backward()
-    return run
+    model.zero_grad()
+    recall_score(model, batch)[0].backward()
 
 
 def milliseconds_per_step(models, batch, passes):
     """The median time of one forward and backward pass of each model on the same batch; the
     models take turns, so that a busy machine slows them alike."""
-    times = interleaved({name: forward_backward(model) for name, model in models.items()},
-                        [batch], passes)
+    steps = {name: functools.partial(forward_backward, model) for name, model in models.items()}
+    times = interleaved(steps, [batch], passes)
     return {name: 1e3 * statistics.median(seconds) for name, seconds in times.items()}
 
 
+# %% [markdown]
+# **The experiment.** At each head size, the scaled and the unscaled model are trained from the
+# same initial weights, then a training pass of each is timed.
+# %%
 def compare(head_dim, held_out, settings, passes):
     """Train the scaled and the unscaled model, from the same initial weights, at one head size;
     {name: what was measured}, with the training curves under "curves"."""
@@ -203,14 +178,83 @@ def compare(head_dim, held_out, settings, passes):
     return runs
 
 
-def verdict(runs):
-    """Which run reached TARGET_ACCURACY first: 'scaled', 'unscaled', 'tie' or 'neither'."""
-    reached = {name: run["steps_to_learn"] for name, run in runs.items()
-               if run["steps_to_learn"] is not None}
-    if not reached:
-        return "neither"
-    first = [name for name, step in reached.items() if step == min(reached.values())]
-    return first[0] if len(first) == 1 else "tie"
+def main(argv=None):
+    args = demo_tools.parse(__doc__, argv)
+    settings = QUICK if args.quick else FULL
+    passes = TIMED_PASSES["quick" if args.quick else "full"]
+    held_out = recall_batch(np.random.default_rng(SEED + 1), HELD_OUT)     # never trained on
+    print(f"Associative recall: {NUM_PAIRS} (key, value) pairs, then a question; chance is "
+          f"1/{NUM_VALUES} = {1 / NUM_VALUES:.1%}.\nOne attention head, Adam (lr {LEARNING_RATE}), "
+          f"batches of {BATCH}, {settings['steps']} steps, float32.\n")
+    comparisons = {head_dim: compare(head_dim, held_out, settings, passes)
+                   for head_dim in (HEAD_DIM, CONTROL_HEAD_DIM)}
+    print_tables(comparisons, settings, passes)
+    demo_tools.print_pictures(plot(comparisons, args.output / "scaling_in_training.png"))
+    return flat_numbers(comparisons)
+
+
+# %% [markdown]
+# **Plumbing**: the tables, the picture, and the README's entry, filled with the numbers `main`
+# returns.
+# %%
+README_ENTRY = """\
+5. [`05_scaling_in_training.py`](demos/05_scaling_in_training.py) — the same effect in training:
+   one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
+   scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
+   reaches {target_accuracy:.0%} held-out accuracy at step {scaled_256_steps_to_learn}, the
+   unscaled one at step {unscaled_256_steps_to_learn} (the picture shows both loss curves); at
+   head size {control_head_dim} (the control) they take {scaled_32_steps_to_learn} and
+   {unscaled_32_steps_to_learn} steps. The unscaled scores also underflow float32: after
+   training, {unscaled_256_zero_weights:.0%} of the unscaled model's attention weights are exactly
+   0, so their gradient is 0 too, and {unscaled_256_subnormal_weights:.0%} are subnormal (scaled:
+   {scaled_256_zero_weights:.0%} and {scaled_256_subnormal_weights:.0%}). Timed in turns on the
+   machine that made this list, a forward and backward pass took {unscaled_256_ms_per_step:.0f} ms
+   unscaled and {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo
+   says so.
+
+   ![loss and accuracy curves, scaled and unscaled](docs/pictures/scaling_in_training.png)"""
+
+
+def print_tables(comparisons, settings, passes):
+    scaled, unscaled = (comparisons[HEAD_DIM][name]["curves"] for name in SCALINGS)
+    demo_tools.print_table(
+        ["step", "scaled loss", "unscaled loss", "scaled acc", "unscaled acc"],
+        [[str(step), f"{scaled['held_out_loss'][i]:.3f}", f"{unscaled['held_out_loss'][i]:.3f}",
+          f"{scaled['held_out_accuracy'][i]:.1%}", f"{unscaled['held_out_accuracy'][i]:.1%}"]
+         for i, step in enumerate(scaled["checkpoints"])],
+        f"Held-out loss and accuracy ({HELD_OUT} questions) at head_dim {HEAD_DIM}:")
+    limits = np.finfo(np.float32)
+    demo_tools.print_table(
+        ["head_dim", "scores", "top weight: start", "end", f"steps to {TARGET_ACCURACY:.0%}",
+         "final loss", "final acc", "subnormal", "zero", "ms/step"],
+        [[str(head_dim), name, f"{run['top_weight_start']:.0%}", f"{run['top_weight']:.0%}",
+          f"> {settings['steps']}" if run["steps_to_learn"] is None else str(run["steps_to_learn"]),
+          f"{run['final_loss']:.3f}", f"{run['final_accuracy']:.1%}",
+          f"{run['subnormal_weights']:.1%}", f"{run['zero_weights']:.1%}",
+          f"{run['ms_per_step']:.1f}"]
+         for head_dim, runs in comparisons.items() for name, run in runs.items()],
+        "Both head sizes. Top weight: the mean largest attention weight of a held-out question, at "
+        "the start and after\ntraining; subnormal, zero: the shares of the held-out weights that "
+        f"underflowed float32 after training (subnormal\nbelow {limits.tiny:.1e}, a score gap of "
+        f"{-np.log(limits.tiny):.0f}; 0 below {limits.smallest_subnormal:.1e}, a gap of "
+        f"{-np.log(limits.smallest_subnormal):.0f}); ms/step: the median time of {passes} forward "
+        "and backward\npasses of each trained model on one batch, the models taking turns.")
+    for head_dim, runs in comparisons.items():
+        print(f"head_dim {head_dim}: first to {TARGET_ACCURACY:.0%} held-out accuracy: "
+              f"{verdict(runs)}")
+
+
+def flat_numbers(comparisons):
+    """What main returns: `scaled_256_steps_to_learn`, `first_to_learn_32`, ... and the settings
+    the README names."""
+    numbers = {"dtype": comparisons[HEAD_DIM]["scaled"]["curves"]["dtype"],
+               "num_pairs": NUM_PAIRS, "head_dim": HEAD_DIM, "control_head_dim": CONTROL_HEAD_DIM,
+               "target_accuracy": TARGET_ACCURACY}
+    for head_dim, runs in comparisons.items():
+        numbers[f"first_to_learn_{head_dim}"] = verdict(runs)
+        numbers.update({f"{name}_{head_dim}_{measure}": value for name, run in runs.items()
+                        for measure, value in run.items() if measure != "curves"})
+    return numbers
 
 
 def plot(comparisons, path):
@@ -237,59 +281,6 @@ def plot(comparisons, path):
     return demo_tools.save_chart(figure, path, loss_axes, accuracy_axes)
 
 
-def main(argv=None):
-    args = demo_tools.parse(__doc__, argv)
-    settings = QUICK if args.quick else FULL
-    held_out = recall_batch(np.random.default_rng(SEED + 1), HELD_OUT)     # never trained on
-    limits = np.finfo(np.float32)
-    print(f"Associative recall: {NUM_PAIRS} (key, value) pairs, then a question; chance is "
-          f"1/{NUM_VALUES} = {1 / NUM_VALUES:.1%}.\nOne attention head, Adam (lr {LEARNING_RATE}), "
-          f"batches of {BATCH}, {settings['steps']} steps, float32:\nsubnormal below "
-          f"{limits.tiny:.1e} (a score gap of {-np.log(limits.tiny):.0f}), 0 below "
-          f"{limits.smallest_subnormal:.1e} (a gap of {-np.log(limits.smallest_subnormal):.0f}).\n")
-    passes = TIMED_PASSES["quick" if args.quick else "full"]
-    comparisons = {head_dim: compare(head_dim, held_out, settings, passes)
-                   for head_dim in (HEAD_DIM, CONTROL_HEAD_DIM)}
-
-    print(f"\nHeld-out loss and accuracy ({HELD_OUT} questions) at head_dim {HEAD_DIM}:")
-    scaled, unscaled = (comparisons[HEAD_DIM][name]["curves"] for name in SCALINGS)
-    demo_tools.print_table(
-        ["step", "scaled loss", "unscaled loss", "scaled acc", "unscaled acc"],
-        [[str(step), f"{scaled['held_out_loss'][i]:.3f}", f"{unscaled['held_out_loss'][i]:.3f}",
-          f"{scaled['held_out_accuracy'][i]:.1%}", f"{unscaled['held_out_accuracy'][i]:.1%}"]
-         for i, step in enumerate(scaled["checkpoints"])])
-    every_run = [(head_dim, name, run) for head_dim, by_name in comparisons.items()
-                 for name, run in by_name.items()]
-    print("\nBoth head sizes ('top weight': the mean largest attention weight of a held-out "
-          "question):")
-    demo_tools.print_table(
-        ["head_dim", "scores", "top weight at start", f"steps to {TARGET_ACCURACY:.0%}",
-         "final loss", "final acc"],
-        [[str(head_dim), name, f"{run['top_weight_start']:.0%}",
-          f"> {settings['steps']}" if run["steps_to_learn"] is None else str(run["steps_to_learn"]),
-          f"{run['final_loss']:.3f}", f"{run['final_accuracy']:.1%}"]
-         for head_dim, name, run in every_run])
-    print(f"\nAfter training: the held-out attention weights, and the median time of {passes} "
-          "forward and backward\npasses of each trained model on one batch (the models taking "
-          "turns):")
-    demo_tools.print_table(
-        ["head_dim", "scores", "top weight", "subnormal weights", "zero weights", "ms per step"],
-        [[str(head_dim), name, f"{run['top_weight']:.0%}", f"{run['subnormal_weights']:.1%}",
-          f"{run['zero_weights']:.1%}", f"{run['ms_per_step']:.1f}"]
-         for head_dim, name, run in every_run])
-    numbers = {"dtype": scaled["dtype"], "num_pairs": NUM_PAIRS, "head_dim": HEAD_DIM,
-               "control_head_dim": CONTROL_HEAD_DIM, "target_accuracy": TARGET_ACCURACY}
-    for head_dim, runs in comparisons.items():
-        numbers[f"first_to_learn_{head_dim}"] = verdict(runs)
-        print(f"head_dim {head_dim}: first to {TARGET_ACCURACY:.0%} held-out accuracy: "
-              f"{verdict(runs)}")
-        numbers.update({f"{name}_{head_dim}_{measure}": value for name, run in runs.items()
-                        for measure, value in run.items() if measure != "curves"})
-    picture = plot(comparisons, args.output / "scaling_in_training.png")
-    if picture is not None:
-        print(f"loss curves: {picture}")
-    return numbers
-
-
+# %%
 if __name__ == "__main__":
     main()

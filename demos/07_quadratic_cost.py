@@ -2,51 +2,34 @@
 
 What it shows: plain attention scores every query against every key, so its forward and backward
 hold (L, L) arrays: doubling the length quadruples the memory, and the time follows. It measures
-one causal head of width 64 in float64, forward + backward with a random upstream gradient, at
-L = 256 ... 16,384, for
-
-    plain SDPA        F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    flash             F.flash_attention(q, k, v, is_causal=True): the same function, block by
-                      block (blocks of 64, its default): every pair of blocks on or below the
-                      diagonal, the full causal layout
-    block-sparse      F.block_sparse_attention(q, k, v, layout, 64, is_causal=True) with a local
-                      + global layout: each block of 64 queries sees its own block and the first
-                      one; flash's algorithm over those pairs of blocks only
-    sliding window    F.sliding_window_attention(q, k, v, window=256): each query sees its 256
-                      latest keys only
-    linear, causal    F.linear_attention(q, k, v, is_causal=True, chunk_size=64): exp(q . k)
-                      replaced by phi(q) . phi(k), phi = elu + 1
-
-Time is processor time (`time.process_time`: the time this process computed, not the time it
-waited for a core on a busy machine), the median over interleaved rounds (5 up to L = 1024, 3
-beyond); peak memory is what tracemalloc sees NumPy allocate during one forward + backward (a run
-of its own: tracing slows Python down). The slopes of log(cost) against log(L), fitted over the four
-largest lengths each one ran at, say how the cost grows: 2 is quadratic, 1 linear. Plain SDPA is
-skipped where its peak, predicted from the bytes per L^2 it needed at the largest length it ran
-at, would pass a memory budget of 2.5 GiB, and the tables say so. Block-sparse attention visits
-about 2 L / 64 pairs of blocks where flash visits about (L / 64)^2 / 2: the demo prints its time
-over flash's, measured in the same rounds, at L = 4,096, with the share of the pairs it visits.
+one causal head of width 64 in float64, forward and backward, at L = 256 ... 16,384, computed five
+ways: plain SDPA; flash attention, the same function block by block (blocks of 64: every pair of
+blocks on or below the diagonal, the full causal layout), with no (L, L) array; block-sparse
+attention, flash's algorithm over a local + global layout only (each block of 64 queries sees its
+own block and the first one: about 2 L / 64 pairs of blocks, where flash visits about
+(L / 64)^2 / 2); a sliding window (each query sees its 256 latest keys only); causal linear
+attention (exp(q . k) replaced by phi(q) . phi(k), phi = elu + 1). The slopes of log(cost)
+against log(L) say how each cost grows: 2 is quadratic, 1 linear. Plain SDPA is skipped where its
+predicted peak memory passes a budget of 2.5 GiB, and the tables say so.
 
 Then, on the same inputs at L = 1024, what each computes, against plain causal attention. Flash
 attention is plain attention computed in another order: its differences are rounding.
-Block-sparse attention is SDPA under the mask its layout stands for, to rounding too, and that
-is another function than plain attention. The sliding window is plain attention for the first w
+Block-sparse attention is SDPA under the mask its layout stands for, to rounding too, and that is
+another function than plain attention. The sliding window is plain attention for the first w
 queries, whose keys all lie in their window; each later query loses the part of its plain
 attention weight that falls outside the window (random queries and keys spread their weight over
 every key they see), and the demo measures how much that is. Linear attention weighs the values
 by phi(q) . phi(k) instead of exp(q . k): another function altogether. These three are models of
-their own, trained as such, not approximations of plain attention. Last, a picture of attention
-patterns, drawn from the masks and layouts of `tinyattn/functional/sparse_patterns.py`: full,
-causal, local (the sliding window's band), the Sparse Transformer's (local + strided), Longformer's
-(a band and global tokens) and the block-sparse layout timed above (local + global blocks).
+their own, trained as such, not approximations of plain attention. Last, six attention patterns,
+drawn from the masks and layouts of `tinyattn/functional/sparse_patterns.py`.
 
     python demos/07_quadratic_cost.py [output folder] [--quick]
 
-It draws `quadratic_cost.png` and `attention_patterns.png` in the output folder. BLAS runs on one
-thread. `--quick` measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so
-that the skip shows there too (a few seconds). Its full run's time, as `demos/regenerate.py`
-measured it, ends its entry in the README.
+It draws `quadratic_cost.png` and `attention_patterns.png` in the output folder. `--quick`
+measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so that the skip shows
+there too. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
 """
+import functools
 import statistics
 import time
 
@@ -55,21 +38,16 @@ import numpy as np
 import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools.bench.timing import (attention_inputs, forward_backward, interleaved,
-                                         median_ratio, peak_memory)
+from tinyattn.tools.bench.timing import interleaved, median_ratio, peak_memory
 
-WIDTH = 64
+# %% [markdown]
+# **What is measured**: one causal head, forward and backward on random inputs, computed five
+# ways.
+# %%
+SEED, WIDTH = 0, 64
 BLOCK = 64                 # flash's and block-sparse attention's blocks (their default)
 WINDOW = 256
 CHUNK = 64                 # linear attention's chunks (its default)
-FULL = dict(lengths=[256, 512, 1024, 2048, 4096, 8192, 16384], budget=2.5 * 2 ** 30)
-QUICK = dict(lengths=[256, 512, 1024, 2048], budget=64 * 2 ** 20)
-FIT_POINTS = 4             # slopes are fitted over this many of the largest lengths
-COMPARE_LENGTH = 1024      # where the outputs are compared
-SPARSE_LENGTH = 4096       # where block-sparse attention's time is quoted against flash's
-PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
-PATTERN_BLOCK = 8          # the block of the block-sparse pattern drawn at L = 64
-GIB, MIB = 2 ** 30, 2 ** 20
 
 
 def local_and_global(length, block_size):
@@ -79,26 +57,214 @@ def local_and_global(length, block_size):
     return F.local_layout(n, 1) | F.global_layout(n, [0])
 
 
-def block_sparse(q, k, v):
-    layout = local_and_global(q.shape[-2], BLOCK)                   # (L / 64, L / 64)
-    return F.block_sparse_attention(q, k, v, layout, BLOCK, is_causal=True)     # (L, 64)
-
-
-# Each run: (query, key, value, dL/d(output)) -> [output, dL/dquery, dL/dkey, dL/dvalue]
-RUNS = {
-    "plain": forward_backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
-                                                                             is_causal=True)),
-    "flash": forward_backward(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True,
-                                                                block_size=BLOCK)),
-    "block_sparse": forward_backward(block_sparse),
-    "sliding": forward_backward(lambda q, k, v: F.sliding_window_attention(q, k, v, WINDOW)),
-    "linear": forward_backward(lambda q, k, v: F.linear_attention(q, k, v, is_causal=True,
-                                                                  chunk_size=CHUNK)),
+ATTENTION = {                            # query, key, value (L, 64) -> output (L, 64)
+    "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "flash": lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=BLOCK),
+    "block_sparse": lambda q, k, v: F.block_sparse_attention(
+        q, k, v, local_and_global(q.shape[-2], BLOCK), BLOCK, is_causal=True),
+    "sliding": lambda q, k, v: F.sliding_window_attention(q, k, v, WINDOW),
+    "linear": lambda q, k, v: F.linear_attention(q, k, v, is_causal=True, chunk_size=CHUNK),
 }
-LABELS = {"plain": "plain SDPA", "flash": f"flash (block {BLOCK})",
-          "block_sparse": f"block-sparse, local + global ({BLOCK})",
-          "sliding": f"sliding window (w = {WINDOW})", "linear": f"linear, causal (C = {CHUNK})"}
 
+
+def random_inputs(length):
+    """query, key, value and the upstream gradient dL/d(output): (length, 64) float64 each."""
+    return list(np.random.default_rng(SEED).standard_normal((4, length, WIDTH)))
+
+
+def forward_backward(attention, query, key, value, grad_output):
+    """`attention` on leaves holding the inputs, then the backward pass from `grad_output`:
+    [output, dL/dquery, dL/dkey, dL/dvalue]."""
+    leaves = [ta.Tensor(x, requires_grad=True) for x in (query, key, value)]
+    output = attention(*leaves)                                         # (L, 64)
+    output.backward(grad_output)
+    return [output.data] + [leaf.grad for leaf in leaves]
+
+
+STEPS = {name: functools.partial(forward_backward, attention)
+         for name, attention in ATTENTION.items()}
+
+# %% [markdown]
+# **Cost against length.** At each length every way is timed in the same rounds, then its peak
+# memory is measured; plain attention stops where its predicted peak passes the budget.
+# %%
+FULL = dict(lengths=[256, 512, 1024, 2048, 4096, 8192, 16384], budget=2.5 * 2 ** 30)
+QUICK = dict(lengths=[256, 512, 1024, 2048], budget=64 * 2 ** 20)
+FIT_POINTS = 4             # slopes are fitted over this many of the largest lengths
+SPARSE_LENGTH = 4096       # where block-sparse attention's time is quoted against flash's
+
+
+def measure_costs(lengths, budget, quick=False):
+    """{length: {"times": {name: [processor seconds per round]}, "peaks": {name: bytes that
+    tracemalloc saw NumPy allocate}, "plain_predicted": plain SDPA's peak predicted from its bytes
+    per L^2 at the last length it ran at, or None}}. Processor time leaves out the time waited for
+    a core on a busy machine; the peak is measured in a run of its own (tracing slows Python)."""
+    costs, plain_bytes_per_square = {}, None
+    for length in lengths:
+        start = time.perf_counter()
+        predicted = (None if plain_bytes_per_square is None
+                     else plain_bytes_per_square * length ** 2)
+        steps = {name: step for name, step in STEPS.items()
+                 if name != "plain" or predicted is None or predicted <= budget}
+        inputs = random_inputs(length)
+        rounds = 1 if quick else 5 if length <= 1024 else 3
+        times = interleaved(steps, inputs, rounds, clock=time.process_time)
+        peaks = {name: peak_memory(step, inputs) for name, step in steps.items()}
+        if "plain" in peaks:
+            plain_bytes_per_square = peaks["plain"] / length ** 2
+        costs[length] = {"times": times, "peaks": peaks, "plain_predicted": predicted}
+        print(f"  L = {length:>6,}: measured in {time.perf_counter() - start:5.1f} s"
+              + ("" if "plain" in peaks else
+                 f" (plain SDPA skipped: it would need about {size(predicted)})"), flush=True)
+    return costs
+
+
+def skipped(costs):
+    """[(length, plain SDPA's predicted peak in bytes)] where plain SDPA was skipped."""
+    return [(length, cost["plain_predicted"]) for length, cost in costs.items()
+            if "plain" not in cost["peaks"]]
+
+
+def median_time(cost, name):
+    return statistics.median(cost["times"][name])
+
+
+def peak_mib(cost, name):
+    return cost["peaks"][name] / 2 ** 20
+
+
+def cost_numbers(costs):
+    """The costs as main returns them: each way's median time and peak at each length (None where
+    it was skipped) and their slopes (the least squares slope of log(cost) against log(L) over the
+    FIT_POINTS largest lengths it ran at); where plain SDPA was skipped; how many times faster and
+    smaller than plain SDPA each way is at the largest length plain SDPA ran at; and block-sparse
+    attention's time over flash's in the same rounds at SPARSE_LENGTH (or the largest below)."""
+    common = max(length for length, cost in costs.items() if "plain" in cost["peaks"])
+    skips = skipped(costs)
+    sparse_length = max(length for length in costs if length <= SPARSE_LENGTH)
+    n = -(-sparse_length // BLOCK)
+    causal = F.local_layout(n, n)         # (Lb, Lb) a window of every block: the causal layout
+    numbers = {
+        "plain_largest_length": common, "plain_peak_gib": costs[common]["peaks"]["plain"] / 2**30,
+        "plain_skipped_from": skips[0][0] if skips else None,
+        "plain_predicted_gib": skips[0][1] / 2**30 if skips else None,
+        "sparse_length": sparse_length, "causal_pairs": int(causal.sum()),
+        "block_sparse_pairs": int((local_and_global(sparse_length, BLOCK) & causal).sum()),
+        "block_sparse_vs_flash": median_ratio(costs[sparse_length]["times"], "block_sparse",
+                                              "flash")}
+    for name in STEPS:
+        ran = [length for length, cost in costs.items() if name in cost["peaks"]]
+        for measure, value, series in (("time", median_time, "time"),
+                                       ("memory", peak_mib, "peak_mib")):
+            numbers[f"{series}_{name}"] = [value(cost, name) if length in ran else None
+                                           for length, cost in costs.items()]
+            fitted = ran[-FIT_POINTS:]
+            numbers[f"slope_{measure}_{name}"] = float(np.polyfit(
+                np.log(fitted), np.log([value(costs[length], name) for length in fitted]), 1)[0])
+        if name != "plain":
+            numbers[f"{name}_speedup"] = 1 / median_ratio(costs[common]["times"], name, "plain")
+            numbers[f"{name}_memory_ratio"] = (costs[common]["peaks"]["plain"]
+                                               / costs[common]["peaks"][name])
+    return numbers
+
+
+# %% [markdown]
+# **What each computes**, on the same inputs: outputs and gradients against plain causal
+# attention, and how much of plain attention's weight falls outside the window.
+# %%
+COMPARE_LENGTH = 1024
+
+
+def compare_outputs(length):
+    """Each way's output and gradients against plain causal SDPA's (max |difference| of the
+    output, of the gradients, of the first WINDOW outputs, and the relative error of the output),
+    and block-sparse attention's against SDPA under its layout's mask; the share of each query's
+    plain attention weight that falls outside its window (L,)."""
+    inputs = random_inputs(length)
+    plain = STEPS["plain"](*inputs)                   # [out, dL/dq, dL/dk, dL/dv]
+    compared = {}
+    for name in ("flash", "block_sparse", "sliding", "linear"):
+        results = STEPS[name](*inputs)
+        compared[name] = {
+            "out": largest_difference(results[:1], plain[:1]),
+            "grads": largest_difference(results[1:], plain[1:]),
+            "relative": float(np.linalg.norm(results[0] - plain[0]) / np.linalg.norm(plain[0])),
+            "first_window": float(np.abs(results[0][:WINDOW] - plain[0][:WINDOW]).max()),
+        }
+    sparse_mask = (F.layout_mask(local_and_global(length, BLOCK), BLOCK, length)
+                   & F.local_mask(length, length))    # (L, L) the layout's mask, and causal
+    masked = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=sparse_mask), *inputs)
+    compared["block_sparse"]["masked_sdpa"] = largest_difference(STEPS["block_sparse"](*inputs),
+                                                                 masked)
+    query, key, value, _ = (ta.tensor(x) for x in inputs)
+    _, weights = F.attention(query, key, value, is_causal=True)                 # (L, L)
+    outside = (weights.data * ~F.local_mask(length, WINDOW)).sum(axis=-1)     # (L,) per query
+    return compared, outside
+
+
+def largest_difference(arrays, references):
+    return float(max(np.abs(got - want).max() for got, want in zip(arrays, references)))
+
+
+# %% [markdown]
+# **Which pairs each pattern scores**: the masks of `sparse_patterns.py` at a small length.
+# %%
+PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
+PATTERN_BLOCK = 8          # the block of the block-sparse pattern drawn at L = 64
+
+
+def attention_patterns(length):
+    """{title: (L, L) booleans, True where query i (row) may attend to key j (column)}."""
+    causal = F.local_mask(length, length)         # a window of every key: causal attention
+    layout = local_and_global(length, PATTERN_BLOCK)
+    return {
+        "full": np.ones((length, length), dtype=bool),
+        "causal": causal,
+        f"local (sliding window,\nw = {PATTERN_WINDOW})": F.local_mask(length, PATTERN_WINDOW),
+        f"Sparse Transformer (local\n+ strided, stride {PATTERN_STRIDE})":
+            F.sparse_transformer_mask(length, PATTERN_STRIDE),
+        f"global (Longformer: band\n|i - j| < {PATTERN_WINDOW}, tokens "
+        f"{', '.join(map(str, GLOBAL_TOKENS))})":
+            F.longformer_mask(length, PATTERN_WINDOW, GLOBAL_TOKENS),
+        f"block-sparse (local + global\nblocks of {PATTERN_BLOCK}, causal)":
+            F.layout_mask(layout, PATTERN_BLOCK, length) & causal,
+    }
+
+
+# %%
+def main(argv=None):
+    args = demo_tools.parse(__doc__, argv)
+    settings = QUICK if args.quick else FULL
+    lengths, budget = settings["lengths"], settings["budget"]
+    blas_threads = demo_tools.blas_threads()
+    print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at\nL = "
+          f"{', '.join(f'{length:,}' for length in lengths)} (BLAS threads: "
+          f"{'unknown' if blas_threads is None else blas_threads}; memory budget for plain "
+          f"SDPA: {size(budget)}):\n", flush=True)
+    costs = measure_costs(lengths, budget, args.quick)
+    compared, outside = compare_outputs(COMPARE_LENGTH)
+    numbers = {
+        **cost_numbers(costs), "blas_threads": blas_threads, "width": WIDTH, "window": WINDOW,
+        "block": BLOCK, "smallest_length": lengths[0], "largest_length": lengths[-1],
+        "budget_gib": budget / 2**30, "compare_length": COMPARE_LENGTH,
+        "flash_max_difference": max(compared["flash"]["out"], compared["flash"]["grads"]),
+        "block_sparse_max_difference": compared["block_sparse"]["masked_sdpa"],
+        "sliding_first_window_max_difference": compared["sliding"]["first_window"],
+        "weight_outside_window_mean": float(outside[WINDOW:].mean()),
+        "weight_outside_window_last": float(outside[-1]),
+        **{f"{name}_relative_error": c["relative"] for name, c in compared.items()}}
+    print_costs(costs, budget, numbers)
+    print_comparison(compared, numbers)
+    patterns = attention_patterns(PATTERN_LENGTH)
+    demo_tools.print_pictures(*draw(costs, numbers, patterns, args.output))
+    return numbers
+
+
+# %% [markdown]
+# **Plumbing**: the tables, the pictures, and the README's entry, filled with the numbers `main`
+# returns.
+# %%
 README_ENTRY = """\
 7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
    of width {width}, forward + backward, at L = {smallest_length:,} … {largest_length:,}. Plain
@@ -130,187 +296,88 @@ README_ENTRY = """\
    ![time and peak memory against L, log-log, with fitted slopes](docs/pictures/quadratic_cost.png)
 
    ![six attention patterns, from full to block-sparse](docs/pictures/attention_patterns.png)"""
-
-
-def rounds_at(length, quick):
-    """Timed rounds at this length: fewer where one round takes seconds, one in a quick run."""
-    return 1 if quick else 5 if length <= 1024 else 3
+LABELS = {"plain": "plain SDPA", "flash": f"flash (block {BLOCK})",
+          "block_sparse": f"block-sparse, local + global ({BLOCK})",
+          "sliding": f"sliding window (w = {WINDOW})", "linear": f"linear, causal (C = {CHUNK})"}
 
 
 def size(bytes_):
     """A number of bytes in GiB, or in MiB below 1 GiB."""
-    return f"{bytes_ / GIB:.3g} GiB" if bytes_ >= GIB else f"{bytes_ / MIB:.3g} MiB"
+    return f"{bytes_ / 2**30:.3g} GiB" if bytes_ >= 2**30 else f"{bytes_ / 2**20:.3g} MiB"
 
 
-def measure_costs(lengths, budget, quick=False):
-    """Time and peak memory of every variant at every length, plain SDPA only while its predicted
-    peak fits the budget: {length: {"times": {name: [s per round]}, "peaks": {name: bytes},
-    "plain_predicted": bytes, or None before plain has run}}."""
-    costs, plain_bytes_per_square = {}, None
-    for length in lengths:
-        start = time.perf_counter()
-        predicted = (None if plain_bytes_per_square is None
-                     else plain_bytes_per_square * length ** 2)     # plain SDPA's peak, bytes
-        runs = {name: run for name, run in RUNS.items()
-                if name != "plain" or predicted is None or predicted <= budget}
-        inputs = attention_inputs(length, WIDTH)      # query, key, value, upstream: (L, 64)
-        times = interleaved(runs, inputs, rounds_at(length, quick), clock=time.process_time)
-        peaks = {name: peak_memory(run, inputs) for name, run in runs.items()}
-        if "plain" in peaks:
-            plain_bytes_per_square = peaks["plain"] / length ** 2
-        costs[length] = {"times": times, "peaks": peaks, "plain_predicted": predicted}
-        print(f"  L = {length:>6,}: measured in {time.perf_counter() - start:5.1f} s"
-              + ("" if "plain" in peaks else
-                 f" (plain SDPA skipped: it would need about {size(predicted)})"),
-              flush=True)
-    return costs
-
-
-def median_time(cost, name):
-    return statistics.median(cost["times"][name])
-
-
-def peak_mib(cost, name):
-    return cost["peaks"][name] / MIB
-
-
-def slope(costs, name, value):
-    """The slope of log(value) against log(L) over the FIT_POINTS largest lengths `name` ran at,
-    `value(cost, name)` giving its time or peak at one length."""
-    lengths = [length for length, cost in costs.items() if name in cost["peaks"]][-FIT_POINTS:]
-    values = [value(costs[length], name) for length in lengths]
-    return float(np.polyfit(np.log(lengths), np.log(values), 1)[0])
-
-
-def compare_outputs(length):
-    """On the same inputs: each variant's output and gradients against plain causal SDPA's, and
-    block-sparse attention's against SDPA under its layout's mask; the share of each query's plain
-    attention weight that falls outside its window."""
-    inputs = attention_inputs(length, WIDTH)
-    plain = RUNS["plain"](*inputs)                    # [out, dL/dq, dL/dk, dL/dv]
-    sparse_mask = (F.layout_mask(local_and_global(length, BLOCK), BLOCK, length)
-                   & F.local_mask(length, length))    # (L, L) the layout's mask, and causal
-    masked = forward_backward(lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=sparse_mask))(*inputs)
-    compared = {}
-    for name in ("flash", "block_sparse", "sliding", "linear"):
-        results = RUNS[name](*inputs)
-        compared[name] = {
-            "out": largest_difference(results[:1], plain[:1]),
-            "grads": largest_difference(results[1:], plain[1:]),
-            "relative": float(np.linalg.norm(results[0] - plain[0]) / np.linalg.norm(plain[0])),
-            "first_window": float(np.abs(results[0][:WINDOW] - plain[0][:WINDOW]).max()),
-        }
-    compared["block_sparse"]["masked_sdpa"] = largest_difference(RUNS["block_sparse"](*inputs),
-                                                                 masked)
-    query, key, value, _ = inputs
-    _, weights = F.attention(ta.tensor(query), ta.tensor(key), ta.tensor(value), is_causal=True)
-    outside = (weights.data * ~F.local_mask(length, WINDOW)).sum(axis=-1)     # (L,) per query
-    return compared, outside
-
-
-def largest_difference(arrays, references):
-    return float(max(np.abs(got - want).max() for got, want in zip(arrays, references)))
-
-
-def sparse_against_flash(cost, length):
-    """Block-sparse attention's time over flash's (the full causal layout), measured in the same
-    rounds at `length`, and how many pairs of blocks each visits."""
-    n = -(-length // BLOCK)
-    causal = F.local_layout(n, n)         # (Lb, Lb) a window of every block: the causal layout
-    return {"sparse_length": length,
-            "block_sparse_vs_flash": median_ratio(cost["times"], "block_sparse", "flash"),
-            "block_sparse_pairs": int((local_and_global(length, BLOCK) & causal).sum()),
-            "causal_pairs": int(causal.sum())}
-
-
-def print_costs(costs, budget):
-    names = list(RUNS)
-    for title, value in (("Time of one forward + backward, processor seconds", median_time),
-                         ("Peak memory (tracemalloc), in MiB", peak_mib)):
-        print(f"\n{title}:\n")
-        rows = [[f"{length:,}"] + [f"{value(cost, name):.3g}" if name in cost["peaks"]
-                                   else "skipped" for name in names]
-                for length, cost in costs.items()]
-        rows.append(["slope"] + [f"{slope(costs, name, value):.2f}" for name in names])
-        demo_tools.print_table(["L"] + [LABELS[name] for name in names], rows)
-    skipped = [(length, cost["plain_predicted"]) for length, cost in costs.items()
-               if "plain" not in cost["peaks"]]
-    if skipped:
+def print_costs(costs, budget, numbers):
+    """The time and the peak memory of each way at each length, their slopes, and how many times
+    plain SDPA's they are at the largest length plain SDPA ran at."""
+    common = numbers["plain_largest_length"]
+    for title, series, measure, ratio in (
+            ("Time of one forward + backward, processor seconds", "time", "time", "speedup"),
+            ("Peak memory (tracemalloc), in MiB", "peak_mib", "memory", "memory_ratio")):
+        rows = [[f"{length:,}"] + ["skipped" if numbers[f"{series}_{name}"][i] is None
+                                   else f"{numbers[f'{series}_{name}'][i]:.3g}" for name in STEPS]
+                for i, length in enumerate(costs)]
+        rows.append(["slope"] + [f"{numbers[f'slope_{measure}_{name}']:.2f}" for name in STEPS])
+        rows.append(["plain/this"] + [f"{numbers.get(f'{name}_{ratio}', 1):.1f}x" for name in STEPS])
+        demo_tools.print_table(["L"] + [LABELS[name] for name in STEPS], rows,
+                               f"{title} (plain/this: at L = {common:,}, the largest plain SDPA "
+                               "ran at):\n")
+    if skipped(costs):
         print(f"\nskipped: plain SDPA, where its predicted peak passes the budget of "
               f"{size(budget)}: " + ", ".join(f"{size(predicted)} at L = {length:,}"
-                                              for length, predicted in skipped))
+                                              for length, predicted in skipped(costs)))
     print(f"slope: the least-squares slope of log(cost) against log(L), over the {FIT_POINTS} "
           "largest lengths each ran at")
 
 
-def print_comparison(compared, outside, length):
-    print(f"\nWhat they compute: the same random inputs at L = {length:,}, against plain causal "
-          "SDPA:\n")
-    rows = [[LABELS[name], f"{c['out']:.1e}", f"{c['grads']:.1e}", f"{c['relative']:.2g}",
-             f"{c['first_window']:.1e}"] for name, c in compared.items()]
-    demo_tools.print_table(["variant", "max |out - plain|", "max |grad - plain's|",
-                            "||out - plain|| / ||plain||", f"first {WINDOW}: max |out - plain|"],
-                           rows)
+def print_comparison(compared, numbers):
+    pairs, visited = numbers["causal_pairs"], numbers["block_sparse_pairs"]
+    print(f"\nAt L = {numbers['sparse_length']:,}, block-sparse attention (local + global) took "
+          f"{numbers['block_sparse_vs_flash']:.3f}x flash's time (the full causal layout), "
+          f"visiting {visited:,} of the {pairs:,} pairs of blocks flash visits "
+          f"(1/{pairs / visited:.1f}).")
+    demo_tools.print_table(
+        ["variant", "max |out - plain|", "max |grad - plain's|", "||out - plain|| / ||plain||",
+         f"first {WINDOW}: max |out - plain|"],
+        [[LABELS[name], f"{c['out']:.1e}", f"{c['grads']:.1e}", f"{c['relative']:.2g}",
+          f"{c['first_window']:.1e}"] for name, c in compared.items()],
+        f"What they compute: the same random inputs at L = {COMPARE_LENGTH:,}, against plain "
+        "causal SDPA:\n")
     print(f"\nBlock-sparse attention against SDPA under the mask its layout stands for: largest "
-          f"difference {compared['block_sparse']['masked_sdpa']:.1e}, gradients included.")
-    print(f"\nPlain attention weight outside the window (w = {WINDOW}): "
-          f"{outside[WINDOW:].mean():.0%} on average over queries {WINDOW} ... {length - 1}, "
-          f"{outside[-1]:.0%} for the last one.")
+          f"difference {numbers['block_sparse_max_difference']:.1e}, gradients included.\n\n"
+          f"Plain attention weight outside the window (w = {WINDOW}): "
+          f"{numbers['weight_outside_window_mean']:.0%} on average over queries {WINDOW} ... "
+          f"{COMPARE_LENGTH - 1}, {numbers['weight_outside_window_last']:.0%} for the last one.")
 
 
-def plot_costs(costs, budget, path):
+def draw(costs, numbers, patterns, folder):
+    """quadratic_cost.png (time and memory against L, log-log) and attention_patterns.png: their
+    paths (none without matplotlib)."""
     plt = demo_tools.pyplot()
     if plt is None:
-        return None
+        return []
     figure, (time_axes, memory_axes) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
-    for axes, value, unit in ((time_axes, median_time, "processor seconds"),
-                              (memory_axes, peak_mib, "MiB")):
-        for name, marker in zip(RUNS, "osvD^"):
-            lengths = [length for length, cost in costs.items() if name in cost["peaks"]]
-            axes.plot(lengths, [value(costs[length], name) for length in lengths], marker=marker,
-                      label=f"{LABELS[name]}: slope {slope(costs, name, value):.2f}")
+    for axes, series, measure, unit in ((time_axes, "time", "time", "processor seconds"),
+                                        (memory_axes, "peak_mib", "memory", "MiB")):
+        for name, marker in zip(STEPS, "osvD^"):
+            axes.plot(list(costs), np.array(numbers[f"{series}_{name}"], dtype=float),
+                      marker=marker, label=f"{LABELS[name]}: slope "
+                                           f"{numbers[f'slope_{measure}_{name}']:.2f}")
         axes.set(xscale="log", yscale="log", xlabel="L (queries = keys)", ylabel=unit)
         axes.set_xticks(list(costs), [f"{length:,}" for length in costs])
         axes.set_xticks([], minor=True)
-    skipped = [(length, cost["plain_predicted"] / MIB) for length, cost in costs.items()
-               if "plain" not in cost["peaks"]]
-    if skipped:
-        memory_axes.plot(*zip(*skipped), "o", markerfacecolor="none", color="C0",
-                         label="plain SDPA, predicted (skipped)")
-    memory_axes.axhline(budget / MIB, color="grey", linestyle=":",
-                        label=f"budget ({size(budget)})")
+    if skipped(costs):
+        lengths, predicted = zip(*skipped(costs))
+        memory_axes.plot(lengths, np.array(predicted) / 2**20, "o", markerfacecolor="none",
+                         color="C0", label="plain SDPA, predicted (skipped)")
+    memory_axes.axhline(numbers["budget_gib"] * 2**10, color="grey", linestyle=":",
+                        label=f"budget ({size(numbers['budget_gib'] * 2**30)})")
     time_axes.set_title("Time of one forward + backward")
     memory_axes.set_title("Peak memory (tracemalloc)")
     for axes in (time_axes, memory_axes):
         axes.legend(fontsize=8)
     figure.suptitle(f"Causal attention, one head of width {WIDTH}, float64: slope 2 = "
                     "quadratic in L, 1 = linear")
-    return demo_tools.save_figure(figure, path, dpi=110)
-
-
-def attention_patterns(length):
-    """{title: (L, L) booleans, True where query i (row) may attend to key j (column)}."""
-    causal = F.local_mask(length, length)         # a window of every key: causal attention
-    layout = local_and_global(length, PATTERN_BLOCK)
-    return {
-        "full": np.ones((length, length), dtype=bool),
-        "causal": causal,
-        f"local (sliding window,\nw = {PATTERN_WINDOW})": F.local_mask(length, PATTERN_WINDOW),
-        f"Sparse Transformer (local\n+ strided, stride {PATTERN_STRIDE})":
-            F.sparse_transformer_mask(length, PATTERN_STRIDE),
-        f"global (Longformer: band\n|i - j| < {PATTERN_WINDOW}, tokens "
-        f"{', '.join(map(str, GLOBAL_TOKENS))})":
-            F.longformer_mask(length, PATTERN_WINDOW, GLOBAL_TOKENS),
-        f"block-sparse (local + global\nblocks of {PATTERN_BLOCK}, causal)":
-            F.layout_mask(layout, PATTERN_BLOCK, length) & causal,
-    }
-
-
-def plot_patterns(patterns, path):
-    plt = demo_tools.pyplot()
-    if plt is None:
-        return None
+    pictures = [demo_tools.save_figure(figure, folder / "quadratic_cost.png", dpi=110)]
     figure, grid = plt.subplots(1, len(patterns), figsize=(3.1 * len(patterns), 3.9),
                                 layout="constrained")
     for axes, (title, mask) in zip(grid, patterns.items()):
@@ -318,79 +385,9 @@ def plot_patterns(patterns, path):
         axes.set_title(f"{title}\n{mask.sum():,} of {mask.size:,} pairs", fontsize=9)
         axes.set(xlabel="key j", ylabel="query i", xticks=[], yticks=[])
     figure.suptitle(f"Which keys each query sees (L = {len(mask)}): the pairs attention scores")
-    return demo_tools.save_figure(figure, path, dpi=110)
+    return pictures + [demo_tools.save_figure(figure, folder / "attention_patterns.png", dpi=110)]
 
 
-def main(argv=None):
-    args = demo_tools.parse(__doc__, argv)
-    settings = QUICK if args.quick else FULL
-    lengths, budget = settings["lengths"], settings["budget"]
-    blas_threads = demo_tools.blas_threads()
-    print(f"Causal attention, one head of width {WIDTH}, float64, forward + backward, at\nL = "
-          f"{', '.join(f'{length:,}' for length in lengths)} (BLAS threads: "
-          f"{'unknown' if blas_threads is None else blas_threads}; memory budget for plain "
-          f"SDPA: {size(budget)}):\n", flush=True)
-    costs = measure_costs(lengths, budget, args.quick)
-    print_costs(costs, budget)
-
-    common = max(length for length, cost in costs.items() if "plain" in cost["peaks"])
-    cost = costs[common]
-    print(f"\nAt L = {common:,}, the largest length plain SDPA ran at:\n")
-    rows = [[LABELS[name], f"{median_time(cost, name):.3g} s",
-             f"{1 / median_ratio(cost['times'], name, 'plain'):.1f}x",
-             f"{cost['peaks'][name] / MIB:.1f} MiB",
-             f"{cost['peaks']['plain'] / cost['peaks'][name]:.1f}x"] for name in RUNS]
-    demo_tools.print_table(["variant", "time", "faster than plain", "peak memory",
-                            "less memory than plain"], rows)
-
-    sparse_length = max(length for length in costs if length <= SPARSE_LENGTH)
-    sparse = sparse_against_flash(costs[sparse_length], sparse_length)
-    print(f"\nAt L = {sparse_length:,}, block-sparse attention (local + global) took "
-          f"{sparse['block_sparse_vs_flash']:.3f}x flash's time (the full causal layout), "
-          f"visiting {sparse['block_sparse_pairs']:,} of the {sparse['causal_pairs']:,} pairs of "
-          f"blocks flash visits (1/{sparse['causal_pairs'] / sparse['block_sparse_pairs']:.1f}).")
-
-    compared, outside = compare_outputs(COMPARE_LENGTH)
-    print_comparison(compared, outside, COMPARE_LENGTH)
-
-    patterns = attention_patterns(PATTERN_LENGTH)
-    print(f"\nAttention patterns at L = {PATTERN_LENGTH} (drawn in attention_patterns.png):\n")
-    demo_tools.print_table(["pattern", "pairs scored", "of L^2"],
-                           [[" ".join(title.split()), f"{mask.sum():,}", f"{mask.mean():.0%}"]
-                            for title, mask in patterns.items()])
-    pictures = [plot_costs(costs, budget, args.output / "quadratic_cost.png"),
-                plot_patterns(patterns, args.output / "attention_patterns.png")]
-    for path in pictures:
-        if path is not None:
-            print(f"Picture: {path}")
-
-    skipped = [length for length, cost in costs.items() if "plain" not in cost["peaks"]]
-    numbers = {
-        "smallest_length": lengths[0], "largest_length": lengths[-1], "budget_gib": budget / GIB,
-        "plain_largest_length": common, "plain_peak_gib": cost["peaks"]["plain"] / GIB,
-        "plain_skipped_from": skipped[0] if skipped else None,
-        "plain_predicted_gib": costs[skipped[0]]["plain_predicted"] / GIB if skipped else None,
-        "compare_length": COMPARE_LENGTH, **sparse,
-        "flash_max_difference": max(compared["flash"]["out"], compared["flash"]["grads"]),
-        "block_sparse_max_difference": compared["block_sparse"]["masked_sdpa"],
-        "sliding_first_window_max_difference": compared["sliding"]["first_window"],
-        "weight_outside_window_mean": float(outside[WINDOW:].mean()),
-        "weight_outside_window_last": float(outside[-1]),
-        "blas_threads": blas_threads, "width": WIDTH, "window": WINDOW, "block": BLOCK,
-    }
-    for name in RUNS:
-        numbers[f"slope_time_{name}"] = slope(costs, name, median_time)
-        numbers[f"slope_memory_{name}"] = slope(costs, name, peak_mib)
-        numbers[f"time_{name}"] = [median_time(c, name) if name in c["peaks"] else None
-                                   for c in costs.values()]
-        numbers[f"peak_mib_{name}"] = [peak_mib(c, name) if name in c["peaks"] else None
-                                       for c in costs.values()]
-        if name != "plain":
-            numbers[f"{name}_speedup"] = 1 / median_ratio(cost["times"], name, "plain")
-            numbers[f"{name}_memory_ratio"] = cost["peaks"]["plain"] / cost["peaks"][name]
-            numbers[f"{name}_relative_error"] = compared[name]["relative"]
-    return numbers
-
-
+# %%
 if __name__ == "__main__":
     main()

@@ -11,14 +11,14 @@ What it shows, in three parts:
       order into the second layer (measured too).
   (b) A task that needs positions, learned with each encoding (none, sinusoidal, learned, rope,
       alibi): at every position, name the token 3 places back. The tokens are random, so no
-      content says which one that is, only its position. Table: held-out accuracy.
+      content says which one that is, only its position.
   (c) Length extrapolation: the same models, trained on sequences of 16 tokens, tested on 32 and
-      64. The table gives the accuracy on the positions beyond 16, which no model saw in training;
-      the picture, the accuracy at every position.
+      64: the accuracy on the positions beyond 16, which no model saw in training, and at every
+      position.
 
     python demos/08_positions.py [output folder] [--quick]
 
-The pictures are `positions_accuracy.png` (held-out accuracy per encoding) and
+It draws `positions_accuracy.png` (held-out accuracy per encoding) and
 `positions_extrapolation.png` (accuracy per position, up to 4x the trained length) in the output
 folder (when matplotlib is installed). `--quick` trains for 40 steps. Its full run's time, as
 `demos/regenerate.py` measured it, ends its entry in the README.
@@ -56,30 +56,11 @@ LEARNED = 0.9              # held-out accuracy that counts as learned: overall, 
 FULL = {"steps": 600, "eval_every": 50, "print_every": 100}
 QUICK = {"steps": 40, "eval_every": 20, "print_every": 40}
 
-README_ENTRY = """\
-8. [`08_positions.py`](demos/08_positions.py) — without positions a layer is
-   permutation-equivariant (gap {equivariance_gap_none:.0e}), and one causal layer sees only the
-   multiset of earlier tokens ({multiset_gap_none_1_layer:.0e}; with two layers the causal mask
-   leaks order: {multiset_gap_none_2_layers:.0e}). Naming the token {shift} places back, held-out
-   accuracy after {steps} steps: sinusoidal {accuracy_sinusoidal:.0%}, learned
-   {accuracy_learned:.0%}, rope {accuracy_rope:.0%}, none {accuracy_none:.0%}, alibi
-   {accuracy_alibi:.0%}. Trained on {trained_length} tokens and tested on {first_test_length}
-   and {second_test_length}, the accuracy on the new positions is: sinusoidal
-   {new_positions_accuracy_sinusoidal_32:.0%} and {new_positions_accuracy_sinusoidal_64:.0%},
-   learned {new_positions_accuracy_learned_32:.0%} and {new_positions_accuracy_learned_64:.0%},
-   rope {new_positions_accuracy_rope_32:.0%} and {new_positions_accuracy_rope_64:.0%}, alibi
-   {new_positions_accuracy_alibi_32:.0%} and {new_positions_accuracy_alibi_64:.0%}, none
-   {new_positions_accuracy_none_32:.0%} and {new_positions_accuracy_none_64:.0%}. The ALiBi paper
-   reports that ALiBi extrapolates to longer inputs; here alibi {alibi_verdict}.
 
-   ![held-out accuracy per encoding](docs/pictures/positions_accuracy.png)
-
-   ![accuracy at each position, tested longer](docs/pictures/positions_extrapolation.png)"""
-
-
-# ------------------------------------------------------------------------------------------------
-# (a) what attention sees without positions
-
+# %% [markdown]
+# **(a) What attention sees without positions**: a layer's outputs under a permutation of its
+# tokens, and a causal model's last logits under a reordering of the tokens before the last.
+# %%
 def encoded_layer(encoding, length):
     """x -> a (non-causal) TransformerBlock applied to x with the given encoding, float64."""
     ta.manual_seed(SEED)
@@ -130,9 +111,10 @@ def multiset_gaps(length=REORDERED_LENGTH):
     return gaps
 
 
-# ------------------------------------------------------------------------------------------------
-# (b) a task that needs positions, (c) longer than trained
-
+# %% [markdown]
+# **(b) A task that needs positions, (c) longer than trained**: one model per encoding learns to
+# name the token 3 places back, then answers on sequences 2 and 4 times longer.
+# %%
 def shift_batch(random, size, length=LENGTH):
     """(ids, targets), both (size, length): random tokens, and at each position t >= SHIFT the
     token at t - SHIFT (IGNORE before)."""
@@ -182,41 +164,67 @@ def train_each_encoding(settings, held_out_size):
     return runs
 
 
-# ------------------------------------------------------------------------------------------------
-# tables and numbers
+def main(argv=None):
+    args = demo_tools.parse(__doc__, argv)
+    settings = QUICK if args.quick else FULL
+    equivariance, multiset = equivariance_gaps(), multiset_gaps()
+    print_part_a(equivariance, multiset)
+    print(f"\nTraining one model per encoding: {settings['steps']} steps of {BATCH} sequences, "
+          f"Adam (lr {LEARNING_RATE}), float32.")
+    runs = train_each_encoding(settings, QUICK_HELD_OUT if args.quick else HELD_OUT)
+    print_parts_b_and_c(runs)
+    demo_tools.print_pictures(*draw(runs, args.output))
+    return flat_numbers(equivariance, multiset, runs)
+
+
+# %% [markdown]
+# **Plumbing**: the tables, the pictures, and the README's entry, filled with the numbers `main`
+# returns.
+# %%
+README_ENTRY = """\
+8. [`08_positions.py`](demos/08_positions.py) — without positions a layer is
+   permutation-equivariant (gap {equivariance_gap_none:.0e}), and one causal layer sees only the
+   multiset of earlier tokens ({multiset_gap_none_1_layer:.0e}; with two layers the causal mask
+   leaks order: {multiset_gap_none_2_layers:.0e}). Naming the token {shift} places back, held-out
+   accuracy after {steps} steps: sinusoidal {accuracy_sinusoidal:.0%}, learned
+   {accuracy_learned:.0%}, rope {accuracy_rope:.0%}, none {accuracy_none:.0%}, alibi
+   {accuracy_alibi:.0%}. Trained on {trained_length} tokens and tested on {first_test_length}
+   and {second_test_length}, the accuracy on the new positions is: sinusoidal
+   {new_positions_accuracy_sinusoidal_32:.0%} and {new_positions_accuracy_sinusoidal_64:.0%},
+   learned {new_positions_accuracy_learned_32:.0%} and {new_positions_accuracy_learned_64:.0%},
+   rope {new_positions_accuracy_rope_32:.0%} and {new_positions_accuracy_rope_64:.0%}, alibi
+   {new_positions_accuracy_alibi_32:.0%} and {new_positions_accuracy_alibi_64:.0%}, none
+   {new_positions_accuracy_none_32:.0%} and {new_positions_accuracy_none_64:.0%}. The ALiBi paper
+   reports that ALiBi extrapolates to longer inputs; here alibi {alibi_verdict}.
+
+   ![held-out accuracy per encoding](docs/pictures/positions_accuracy.png)
+
+   ![accuracy at each position, tested longer](docs/pictures/positions_extrapolation.png)"""
+
 
 def print_part_a(equivariance, multiset):
-    print(f"(a) A layer, its {PERMUTED_LENGTH} tokens permuted: max |f(Px) - P f(x)|; a causal "
-          f"model, the tokens before the\n    last of {REORDERED_LENGTH} reordered: max change of "
-          "the last position's logits (float64, untrained)")
-    rows = [[encoding, f"{equivariance[encoding]:.1e}", f"{multiset[encoding, 1]:.1e}",
-             f"{multiset[encoding, 2]:.1e}"] for encoding in ENCODINGS]
-    demo_tools.print_table(["encoding", "|f(Px) - P f(x)|", "causal, 1 layer", "causal, 2 layers"],
-                           rows)
-    print()
+    demo_tools.print_table(
+        ["encoding", "|f(Px) - P f(x)|", "causal, 1 layer", "causal, 2 layers"],
+        [[encoding, f"{equivariance[encoding]:.1e}", f"{multiset[encoding, 1]:.1e}",
+          f"{multiset[encoding, 2]:.1e}"] for encoding in ENCODINGS],
+        f"(a) A layer, its {PERMUTED_LENGTH} tokens permuted: max |f(Px) - P f(x)|; a causal "
+        f"model, the tokens before the\n    last of {REORDERED_LENGTH} reordered: max change of "
+        "the last position's logits (float64, untrained)")
 
 
-def print_part_b(runs):
-    print(f"(b) Name the token {SHIFT} places back ({VOCAB} random tokens, chance "
-          f"{1 / VOCAB:.1%}): held-out accuracy at the trained length {LENGTH}")
-    rows = [[encoding, f"{run['held_out_accuracy'][-1]:.1%}", f"{run['held_out_loss'][-1]:.3f}",
-             f"{run['seconds']:.1f}"] for encoding, run in runs.items()]
-    demo_tools.print_table(["encoding", "held-out accuracy", "held-out loss", "seconds"], rows)
-    print()
-
-
-def print_part_c(runs):
+def print_parts_b_and_c(runs):
     first, second = TEST_LENGTHS
-    print(f"(c) Trained on {LENGTH} tokens, tested longer: accuracy on the positions no model "
-          f"was trained on")
-    rows = [[encoding, f"{run['held_out_accuracy'][-1]:.1%}",
-             f"{run['beyond'][first]:.1%}", f"{run['beyond'][second]:.1%}",
-             "-" if run["reach"] is None else str(run["reach"])]
-            for encoding, run in runs.items()]
-    demo_tools.print_table(["encoding", f"length {LENGTH} (trained)",
-                            f"length {first}: positions {LENGTH}-{first - 1}",
-                            f"length {second}: positions {LENGTH}-{second - 1}",
-                            f">= {LEARNED:.0%} up to position"], rows)
+    demo_tools.print_table(
+        ["encoding", "held-out loss", "seconds", f"length {LENGTH} (trained)",
+         f"{first}: positions {LENGTH}-{first - 1}", f"{second}: positions {LENGTH}-{second - 1}",
+         f">= {LEARNED:.0%} up to"],
+        [[encoding, f"{run['held_out_loss'][-1]:.3f}", f"{run['seconds']:.1f}",
+          f"{run['held_out_accuracy'][-1]:.1%}", f"{run['beyond'][first]:.1%}",
+          f"{run['beyond'][second]:.1%}", "-" if run["reach"] is None else str(run["reach"])]
+         for encoding, run in runs.items()],
+        f"(b) Name the token {SHIFT} places back ({VOCAB} random tokens, chance {1 / VOCAB:.1%}): "
+        f"held-out accuracy at the trained length;\n(c) tested longer: accuracy on the positions "
+        "no model was trained on, and the last position up to which it stays high")
     steepest = F.alibi_slopes(NUM_HEADS).max()
     print(f"\nalibi's steepest slope at {NUM_HEADS} heads: m = {steepest:g}, so a key one position "
           f"further keeps exp(-m) = {np.exp(-steepest):.0%} of the weight\nof an equal key one "
@@ -238,27 +246,25 @@ def flat_numbers(equivariance, multiset, runs):
     numbers = {"shift": SHIFT, "trained_length": LENGTH, "first_test_length": first,
                "second_test_length": second, "steps": len(some_run["train_loss"]),
                "dtype": some_run["dtype"], "alibi_verdict": alibi_verdict(runs)}
-    for encoding in ENCODINGS:
-        run = runs[encoding]
-        numbers[f"equivariance_gap_{encoding}"] = equivariance[encoding]
-        numbers[f"multiset_gap_{encoding}_1_layer"] = multiset[encoding, 1]
-        numbers[f"multiset_gap_{encoding}_2_layers"] = multiset[encoding, 2]
-        numbers[f"accuracy_{encoding}"] = run["held_out_accuracy"][-1]
-        numbers[f"loss_{encoding}"] = run["held_out_loss"][-1]
-        numbers[f"training_seconds_{encoding}"] = run["seconds"]
-        for length in TEST_LENGTHS:
-            numbers[f"new_positions_accuracy_{encoding}_{length}"] = run["beyond"][length]
-        numbers[f"reach_{encoding}"] = run["reach"]
+    for encoding, run in runs.items():
+        numbers.update({
+            f"equivariance_gap_{encoding}": equivariance[encoding],
+            f"multiset_gap_{encoding}_1_layer": multiset[encoding, 1],
+            f"multiset_gap_{encoding}_2_layers": multiset[encoding, 2],
+            f"accuracy_{encoding}": run["held_out_accuracy"][-1],
+            f"loss_{encoding}": run["held_out_loss"][-1],
+            f"training_seconds_{encoding}": run["seconds"], f"reach_{encoding}": run["reach"],
+            **{f"new_positions_accuracy_{encoding}_{length}": run["beyond"][length]
+               for length in TEST_LENGTHS}})
     return numbers
 
 
-# ------------------------------------------------------------------------------------------------
-# pictures
-
-def plot_accuracy(runs, path):
+def draw(runs, folder):
+    """positions_accuracy.png (held-out accuracy per encoding) and positions_extrapolation.png
+    (accuracy at every position of the longest test): their paths (none without matplotlib)."""
     plt = demo_tools.pyplot()
     if plt is None:
-        return None
+        return []
     figure, axes = plt.subplots(figsize=(7, 4))
     accuracies = [run["held_out_accuracy"][-1] for run in runs.values()]
     axes.bar(list(runs), accuracies, color="tab:blue")
@@ -269,13 +275,7 @@ def plot_accuracy(runs, path):
     axes.set(ylim=(0, 1.08), ylabel="held-out accuracy",
              title=f"Name the token {SHIFT} places back, length {LENGTH}")
     figure.tight_layout()
-    return demo_tools.save_figure(figure, path, dpi=120)
-
-
-def plot_extrapolation(runs, path):
-    plt = demo_tools.pyplot()
-    if plt is None:
-        return None
+    pictures = [demo_tools.save_figure(figure, folder / "positions_accuracy.png", dpi=120)]
     figure, axes = plt.subplots(figsize=(9, 4.5))
     for encoding, run in runs.items():
         positions = np.arange(SHIFT, SHIFT + len(run["by_position"]))
@@ -285,26 +285,9 @@ def plot_extrapolation(runs, path):
     axes.set(xlabel=f"position in a sequence of {max(TEST_LENGTHS)} tokens",
              ylabel="held-out accuracy", ylim=(0, 1.05),
              title=f"Trained on {LENGTH} tokens: accuracy at every position")
-    return demo_tools.save_chart(figure, path, axes)
+    return pictures + [demo_tools.save_chart(figure, folder / "positions_extrapolation.png", axes)]
 
 
-def main(argv=None):
-    args = demo_tools.parse(__doc__, argv)
-    settings = QUICK if args.quick else FULL
-    equivariance, multiset = equivariance_gaps(), multiset_gaps()
-    print_part_a(equivariance, multiset)
-    print(f"Training one model per encoding: {settings['steps']} steps of {BATCH} sequences, "
-          f"Adam (lr {LEARNING_RATE}), float32.")
-    runs = train_each_encoding(settings, QUICK_HELD_OUT if args.quick else HELD_OUT)
-    print()
-    print_part_b(runs)
-    print_part_c(runs)
-    pictures = [plot_accuracy(runs, args.output / "positions_accuracy.png"),
-                plot_extrapolation(runs, args.output / "positions_extrapolation.png")]
-    for picture in filter(None, pictures):
-        print(f"picture: {picture}")
-    return flat_numbers(equivariance, multiset, runs)
-
-
+# %%
 if __name__ == "__main__":
     main()

@@ -2,16 +2,15 @@
 
 What it shows: an encoder-decoder transformer (`nn.EncoderDecoder`, 2 layers of 2 heads) learns to
 translate a toy language pair whose word order differs, so that the alignment (which source word
-each target word translates) crosses over itself instead of running down the diagonal. It prints
-the held-out accuracy of greedy translation (whole sentences and single words), then, for every
-cross-attention head, how often its largest weight falls on the source word being translated, and
-draws one held-out example: each decoder layer's self-attention next to its cross-attention.
+each target word translates) crosses over itself instead of running down the diagonal; then where
+each attention head of its decoder looks.
 
     python demos/09_cross_attention.py [output folder] [--quick]
 
-The picture is `cross_attention.png` in the output folder (when matplotlib is installed).
-`--quick` trains for 40 steps, enough to learn part of the task. Its full run's time, as
-`demos/regenerate.py` measured it, ends its entry in the README.
+It prints the held-out accuracy and where the heads look, and draws them on one held-out sentence
+(`cross_attention.png` in the output folder, when matplotlib is installed). `--quick` trains for
+40 steps, enough to learn part of the task. Its full run's time, as `demos/regenerate.py` measured
+it, ends its entry in the README.
 
 The language pair. English-like sources, `[adjective] noun verb [adjective] noun`, each adjective
 there or not; targets in a made-up language with French-looking words, where every adjective
@@ -24,16 +23,12 @@ Self-attention and cross-attention are the same layer; they differ in their inpu
 self-attention takes queries, keys and values from the target written so far, under the causal
 mask; its cross-attention takes queries from the target and keys and values from the encoder's
 output, with no mask but the source's padding. So only the cross-attention can show where in the
-source each target word comes from. Training feeds the reference target behind a start token
-(teacher forcing); the held-out sentences, never trained on, are translated greedily
-(`greedy_decode`), one word at a time from the start token.
-
-What to look for. A cross-attention head that puts its largest weight on the source word being
+source each target word comes from: a head that puts its largest weight on the source word being
 translated, for most target words, has learned the alignment, crossings included. The
-self-attention has no source to look at, only the target written so far; the table shows where
-its heads look instead (the start token, the word itself, the one before). The masks are checked
-on the weights too: no self-attention weight on a later target word, none on source padding, and
-cross-attention rows that sum to 1.
+self-attention has only the target written so far to look at; the table shows where its heads
+look instead (the start token, the word itself, the one before). Training feeds the reference
+target behind a start token (teacher forcing); the held-out sentences, never trained on, are
+translated greedily, one word at a time from the start token.
 """
 import numpy as np
 
@@ -42,6 +37,9 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 
+# %% [markdown]
+# **The language pair**: a dictionary, the two word orders, and sentences as batches of ids.
+# %%
 SEED = 0
 ADJECTIVES = {"big": "grand", "small": "petit", "red": "rouge", "old": "vieux", "happy": "content",
               "quiet": "calme"}
@@ -59,24 +57,6 @@ SOURCE_ID = {word: i for i, word in enumerate(SOURCE_WORDS)}
 TARGET_ID = {word: i for i, word in enumerate(TARGET_WORDS)}
 IGNORE = -100                                  # F.cross_entropy's ignore_index: target padding
 MAX_SOURCE, MAX_TARGET = len(SOURCE_ORDER), len(TARGET_ORDER) + 1           # 5 words; 5 and </s>
-EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
-BATCH, HELD_OUT, LEARNING_RATE = 64, 500, 3e-3
-FULL = {"steps": 500, "eval_every": 50, "print_every": 100}
-QUICK = {"steps": 40, "eval_every": 20, "print_every": 20}
-HEADS = [f"L{layer + 1}H{head + 1}" for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
-SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")   # where self-attention rows look
-
-README_ENTRY = """\
-9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
-   translation whose word order differs (adjectives after nouns, the verb last), so the alignment
-   crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of
-   them right to the end token ({per_word:.1%} of the words). The second layer's cross-attention
-   heads put their largest weight on the source word being translated for {cross_L2H1:.0%} and
-   {cross_L2H2:.0%} of the target words, the first layer's for {cross_L1H1:.0%} and
-   {cross_L1H2:.0%}. The heatmaps show each decoder layer's causal self-attention next to its
-   cross-attention, on one held-out sentence.
-
-   ![decoder self- and cross-attention per layer and head](docs/pictures/cross_attention.png)"""
 
 
 def sentence_pair(words):
@@ -138,6 +118,16 @@ def training_batches(held_out_keys):
     return make_batch
 
 
+# %% [markdown]
+# **Training and translating**: the loss is the cross-entropy of the next target word under
+# teacher forcing; held-out sentences are translated greedily.
+# %%
+EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
+BATCH, HELD_OUT, LEARNING_RATE = 64, 500, 3e-3
+FULL = {"steps": 500, "eval_every": 50, "print_every": 100}
+QUICK = {"steps": 40, "eval_every": 20, "print_every": 20}
+
+
 def translation_score(model, batch):
     """(cross-entropy of the next target word, teacher-forced, as a tensor; the share of target
     words the model ranks first)."""
@@ -156,6 +146,14 @@ def greedy_accuracy(model, batch):
     scored = batch["tgt_out"] != IGNORE
     right = (written == batch["tgt_out"]) | ~scored
     return float(right.all(axis=1).mean()), float(right[scored].mean()), written
+
+
+# %% [markdown]
+# **Where the heads look**: for each target word, where each head's largest weight falls, and
+# what the masks promise, measured on the weights.
+# %%
+HEADS = [f"L{layer + 1}H{head + 1}" for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
+SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")   # where self-attention rows look
 
 
 def where_heads_look(weights, alignment):
@@ -192,62 +190,7 @@ def mask_checks(weights, src_mask):
                                          for layer in weights["cross"])}
 
 
-def print_example(batch, example, written, example_cross):
-    """One held-out sentence: each target word, the source word it translates, and the source
-    word each cross-attention head looks at most while writing it."""
-    source = [SOURCE_WORDS[i] for i in batch["src"][example] if i != SOURCE_ID[PAD]]
-    heads = [(layer, head) for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
-    rows = []
-    for position, (target_id, aligned) in enumerate(zip(batch["tgt_out"][example],
-                                                        batch["alignment"][example])):
-        if target_id == IGNORE:
-            break
-        row = [TARGET_WORDS[target_id], TARGET_WORDS[written[position]],
-               source[aligned] if aligned >= 0 else "-"]
-        for layer, head in heads:
-            top = int(example_cross[layer][head, position].argmax())
-            row.append(source[top] + (" *" if top == aligned else "  "))
-        rows.append(row)
-    print(f"\nOne held-out sentence: {' '.join(source)}")
-    demo_tools.print_table(["target word", "wrote", "translates"]
-                           + [f"L{layer + 1}H{head + 1} looks at" for layer, head in heads], rows)
-
-
-def plot(batch, example, example_self, example_cross, cross_attention, path):
-    plt = demo_tools.pyplot()
-    if plt is None:
-        return None
-    length = int((batch["tgt_out"][example] != IGNORE).sum())          # target words and </s>
-    source = [SOURCE_WORDS[i] for i in batch["src"][example] if i != SOURCE_ID[PAD]]
-    inputs = [TARGET_WORDS[i] for i in batch["tgt_in"][example, :length]]
-    writing = ["-> " + TARGET_WORDS[i] for i in batch["tgt_out"][example, :length]]
-    aligned = [(s, t) for t, s in enumerate(batch["alignment"][example, :length]) if s >= 0]
-    figure, grid = plt.subplots(NUM_LAYERS, 2 * NUM_HEADS, squeeze=False, layout="constrained",
-                                figsize=(4.2 * 2 * NUM_HEADS, 3.9 * NUM_LAYERS))
-    for layer in range(NUM_LAYERS):
-        for head in range(NUM_HEADS):
-            axes = grid[layer, head]
-            axes.imshow(example_self[layer][head, :length, :length], cmap="Greens", vmin=0, vmax=1)
-            axes.set_xticks(range(length), inputs, rotation=45)
-            axes.set_yticks(range(length), writing)
-            axes.set(xlabel="key: target input",
-                     title=f"layer {layer + 1}, head {head + 1}: self-attention\n(causal)")
-            axes = grid[layer, NUM_HEADS + head]
-            image = axes.imshow(example_cross[layer][head, :length, :len(source)], cmap="Blues",
-                                vmin=0, vmax=1)
-            axes.scatter(*zip(*aligned), s=80, facecolors="none", edgecolors="tab:red")
-            axes.set_xticks(range(len(source)), source, rotation=45)
-            axes.set_yticks(range(length), writing)
-            axes.set(xlabel="key: source word",
-                     title=f"layer {layer + 1}, head {head + 1}: cross-attention\n(largest on "
-                           f"the aligned word: "
-                           f"{cross_attention[f'L{layer + 1}H{head + 1}']:.0%} held out)")
-    figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
-    figure.suptitle("Decoder attention on one held-out sentence (rows: the word being written; "
-                    "red circles: the source word it translates)")
-    return demo_tools.save_figure(figure, path, dpi=110)
-
-
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
@@ -268,39 +211,102 @@ def main(argv=None):
     weights = {kind: [layer.data for layer in layers] for kind, layers in weights.items()}
     cross_attention, self_attention = where_heads_look(weights, held_out["alignment"])
     checks = mask_checks(weights, held_out["src_mask"])
-    example = int(np.argmax(held_out["src_mask"].all(axis=1)))     # one with both adjectives
-    example_self = [layer[example] for layer in weights["self"]]        # [(H, T, T)]
-    example_cross = [layer[example] for layer in weights["cross"]]      # [(H, T, S)]
-
-    print("\nHeld-out accuracy, greedy translation:")
-    demo_tools.print_table(["sentences right", "words right", "teacher-forced words right"],
-                           [[f"{exact:.1%}", f"{per_word:.1%}",
-                             f"{curves['held_out_accuracy'][-1]:.1%}"]])
-    print_example(held_out, example, written[example], example_cross)
-    print(f"\nOver the {HELD_OUT} held-out sentences (teacher-forced), where each head's largest "
-          "weight falls, per target word:")
-    demo_tools.print_table(["head", "cross: on the aligned word"]
-                           + [f"self: {kind.replace('_', ' ')}" for kind in SELF_KINDS],
-                           [[head, f"{cross_attention[head]:.0%}"]
-                            + [f"{self_attention[head][kind]:.0%}" for kind in SELF_KINDS]
-                            for head in HEADS])
-    print("\nThe masks, checked on these weights (self-attention on a later word, cross-attention "
-          "on padding and its rows' sums):")
-    demo_tools.print_table(["check", "measured"], [[name.replace("_", " "), f"{value:.1e}"]
-                                                   for name, value in checks.items()])
-    picture = plot(held_out, example, example_self, example_cross, cross_attention,
-                   args.output / "cross_attention.png")
-    if picture is not None:
-        print(f"heatmaps: {picture}")
     numbers = {"held_out": HELD_OUT, "steps": settings["steps"], "exact_match": exact,
                "per_word": per_word, "teacher_forced_per_word": curves["held_out_accuracy"][-1],
                "held_out_loss_start": curves["held_out_loss"][0],
-               "held_out_loss": curves["held_out_loss"][-1], **checks}
-    numbers.update({f"cross_{head}": share for head, share in cross_attention.items()})
-    numbers.update({f"self_{head}_{kind}": shares[kind] for head, shares in self_attention.items()
-                    for kind in SELF_KINDS})
+               "held_out_loss": curves["held_out_loss"][-1], **checks,
+               **{f"cross_{head}": share for head, share in cross_attention.items()},
+               **{f"self_{head}_{kind}": shares[kind] for head, shares in self_attention.items()
+                  for kind in SELF_KINDS}}
+    example = int(np.argmax(held_out["src_mask"].all(axis=1)))     # one with both adjectives
+    print_results(numbers, held_out, example, written[example], weights)
+    demo_tools.print_pictures(plot(held_out, example, weights, cross_attention,
+                                   args.output / "cross_attention.png"))
     return numbers
 
 
+# %% [markdown]
+# **Plumbing**: the tables, the picture, and the README's entry, filled with the numbers `main`
+# returns.
+# %%
+README_ENTRY = """\
+9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
+   translation whose word order differs (adjectives after nouns, the verb last), so the alignment
+   crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of
+   them right to the end token ({per_word:.1%} of the words). The second layer's cross-attention
+   heads put their largest weight on the source word being translated for {cross_L2H1:.0%} and
+   {cross_L2H2:.0%} of the target words, the first layer's for {cross_L1H1:.0%} and
+   {cross_L1H2:.0%}. The heatmaps show each decoder layer's causal self-attention next to its
+   cross-attention, on one held-out sentence.
+
+   ![decoder self- and cross-attention per layer and head](docs/pictures/cross_attention.png)"""
+
+
+def print_results(numbers, batch, example, written, weights):
+    demo_tools.print_table(["sentences right", "words right", "teacher-forced words right"],
+                           [[f"{numbers['exact_match']:.1%}", f"{numbers['per_word']:.1%}",
+                             f"{numbers['teacher_forced_per_word']:.1%}"]],
+                           "Held-out accuracy, greedy translation:")
+    source = [SOURCE_WORDS[i] for i in batch["src"][example] if i != SOURCE_ID[PAD]]
+    rows = []          # each target word, the source word it translates, where each head looks
+    for position, (target_id, aligned) in enumerate(zip(batch["tgt_out"][example],
+                                                        batch["alignment"][example])):
+        if target_id == IGNORE:
+            break
+        row = [TARGET_WORDS[target_id], TARGET_WORDS[written[position]],
+               source[aligned] if aligned >= 0 else "-"]
+        for layer in weights["cross"]:
+            for head_weights in layer[example]:                       # (T, S)
+                top = int(head_weights[position].argmax())
+                row.append(source[top] + (" *" if top == aligned else "  "))
+        rows.append(row)
+    demo_tools.print_table(["target word", "wrote", "translates"]
+                           + [f"{head} looks at" for head in HEADS], rows,
+                           f"One held-out sentence: {' '.join(source)}")
+    demo_tools.print_table(
+        ["head", "cross: on the aligned word"]
+        + [f"self: {kind.replace('_', ' ')}" for kind in SELF_KINDS],
+        [[head, f"{numbers[f'cross_{head}']:.0%}"]
+         + [f"{numbers[f'self_{head}_{kind}']:.0%}" for kind in SELF_KINDS] for head in HEADS],
+        f"Over the {HELD_OUT} held-out sentences (teacher-forced), where each head's largest "
+        "weight falls, per target word:")
+    print("\nThe masks, checked on these weights: the largest self-attention weight on a later "
+          f"word {numbers['largest_weight_on_a_later_word']:.1e}, the largest cross-attention\n"
+          f"weight on padding {numbers['largest_weight_on_padding']:.1e}, the largest distance of "
+          f"a cross-attention row's sum from 1 {numbers['largest_row_sum_error']:.1e}.")
+
+
+def plot(batch, example, weights, cross_attention, path):
+    plt = demo_tools.pyplot()
+    if plt is None:
+        return None
+    length = int((batch["tgt_out"][example] != IGNORE).sum())          # target words and </s>
+    source = [SOURCE_WORDS[i] for i in batch["src"][example] if i != SOURCE_ID[PAD]]
+    inputs = [TARGET_WORDS[i] for i in batch["tgt_in"][example, :length]]
+    writing = ["-> " + TARGET_WORDS[i] for i in batch["tgt_out"][example, :length]]
+    aligned = [(s, t) for t, s in enumerate(batch["alignment"][example, :length]) if s >= 0]
+    figure, grid = plt.subplots(NUM_LAYERS, 2 * NUM_HEADS, squeeze=False, layout="constrained",
+                                figsize=(4.2 * 2 * NUM_HEADS, 3.9 * NUM_LAYERS))
+    for layer in range(NUM_LAYERS):
+        for head in range(NUM_HEADS):
+            panels = {"self": (grid[layer, head], inputs, "Greens", "target input", "(causal)"),
+                      "cross": (grid[layer, NUM_HEADS + head], source, "Blues", "source word",
+                                f"(largest on the aligned word: "
+                                f"{cross_attention[f'L{layer + 1}H{head + 1}']:.0%} held out)")}
+            for kind, (axes, keys, colors, key_name, note) in panels.items():
+                image = axes.imshow(weights[kind][layer][example, head, :length, :len(keys)],
+                                    cmap=colors, vmin=0, vmax=1)
+                axes.set_xticks(range(len(keys)), keys, rotation=45)
+                axes.set_yticks(range(length), writing)
+                axes.set(xlabel=f"key: {key_name}",
+                         title=f"layer {layer + 1}, head {head + 1}: {kind}-attention\n{note}")
+            axes.scatter(*zip(*aligned), s=80, facecolors="none", edgecolors="tab:red")
+    figure.colorbar(image, ax=grid, shrink=0.6, label="attention weight")
+    figure.suptitle("Decoder attention on one held-out sentence (rows: the word being written; "
+                    "red circles: the source word it translates)")
+    return demo_tools.save_figure(figure, path, dpi=110)
+
+
+# %%
 if __name__ == "__main__":
     main()

@@ -125,6 +125,13 @@ def save_chart(figure, path, *legend_axes):
     return save_figure(figure, path, dpi=120)
 
 
+def print_pictures(*paths):
+    """Say where each picture was saved (None: not drawn, matplotlib being missing)."""
+    for path in paths:
+        if path is not None:
+            print(f"picture: {path}")
+
+
 def log2_axis(axes, ticks):
     """An x-axis on a log2 scale, labelled at `ticks` only (1, 2, 4, 8 heads; 4 ... 64 pairs)."""
     axes.set_xscale("log", base=2)
@@ -132,8 +139,11 @@ def log2_axis(axes, ticks):
     axes.set_xticks(ticks, [str(tick) for tick in ticks])
 
 
-def print_table(headers, rows):
-    """Print rows of already formatted strings under their headers, right-aligned in columns."""
+def print_table(headers, rows, title=None):
+    """Print rows of already formatted strings under their headers, right-aligned in columns,
+    after a blank line and the `title`, if there is one."""
+    if title is not None:
+        print(f"\n{title}")
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     for line in [headers, ["-" * w for w in widths], *rows]:
         print("  ".join(str(cell).rjust(w) for cell, w in zip(line, widths)))

@@ -64,7 +64,7 @@ def test_plain_attention_is_skipped_past_the_budget_and_the_table_says_so(quick_
     costs = demo.measure_costs([32, 64, 128], budget, quick=True)
     assert ["plain" in cost["peaks"] for cost in costs.values()] == [True, True, False]
     assert costs[128]["plain_predicted"] == pytest.approx(costs[64]["peaks"]["plain"] * 4)
-    demo.print_costs(costs, budget)
+    demo.print_costs(costs, budget, demo.cost_numbers(costs))
     out = capsys.readouterr().out
     assert "skipped" in out and "at L = 128" in out
 
