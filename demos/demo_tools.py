@@ -56,7 +56,8 @@ class DemoArgumentParser(argparse.ArgumentParser):
     """argparse's parser, which in a Jupyter kernel parses `--quick` when given no arguments.
 
     There a demo's last cell calls `main()`, so the parser would read `sys.argv`, which is the
-    kernel's own command line (`ipykernel_launcher.py -f kernel-....json`): not the demo's."""
+    kernel's own command line (`ipykernel_launcher.py -f kernel-....json`): not the demo's. Demos
+    that add arguments of their own (11, 14) build on `argument_parser`, so they do the same."""
 
     def parse_args(self, args=None, namespace=None):
         if args is None and in_jupyter_kernel():
