@@ -27,12 +27,21 @@ import numpy as np
 import demo_tools
 import tinyattn as ta
 
+# %% [markdown]
+# The README's entry for this demo, which `demos/regenerate.py` fills with the number `main`
+# returns.
+
+# %%
 README_ENTRY = """\
 1. [`01_first_gradient.py`](demos/01_first_gradient.py) — one gradient computed three ways: by
    tinyattn's backward, by the chain rule written out by hand, and by finite differences; they
    agree to {worst_difference:.0e}. (Text only.)"""
 
 
+# %% [markdown]
+# The loss in NumPy alone, and its gradient by the chain rule, line by line as derived above.
+
+# %%
 def loss_numpy(W, x):
     h = np.tanh(W @ x)
     return float((h * h).sum() / 2)
@@ -44,6 +53,11 @@ def by_hand(W, x):
     return np.outer(grad_z, x), W.T @ grad_z
 
 
+# %% [markdown]
+# Finite differences need no rule at all: each element of W and x is nudged both ways, and the
+# slope of the loss between the two is its derivative.
+
+# %%
 def by_finite_differences(W, x, eps=1e-6):
     grads = []
     for array in (W, x):
@@ -60,6 +74,11 @@ def by_finite_differences(W, x, eps=1e-6):
     return grads
 
 
+# %% [markdown]
+# tinyattn: the same expression on tensors that require grad, then one backward sweep from the
+# loss.
+
+# %%
 def by_tinyattn(W, x):
     W_t, x_t = ta.tensor(W, requires_grad=True), ta.tensor(x, requires_grad=True)
     h = (W_t @ x_t).tanh()
@@ -68,6 +87,11 @@ def by_tinyattn(W, x):
     return W_t.grad, x_t.grad
 
 
+# %% [markdown]
+# `main` computes the gradients the three ways on one random W and x, prints them side by side, and
+# returns the largest difference between tinyattn and the other two.
+
+# %%
 def main(argv=None):
     demo_tools.parse(__doc__, argv)
     random = np.random.default_rng(0)
@@ -87,5 +111,9 @@ def main(argv=None):
     return {"worst_difference": float(worst)}
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

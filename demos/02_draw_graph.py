@@ -37,6 +37,11 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.viz import draw_graph, nodes, record_calls, render
 
+# %% [markdown]
+# The sizes of the models drawn, and the README's entry for this demo, which `demos/regenerate.py`
+# fills with the numbers `main` returns.
+
+# %%
 TOKENS, EMBED_DIM, HEAD_DIM, NUM_HEADS = 4, 8, 4, 2
 
 README_ENTRY = """\
@@ -48,6 +53,10 @@ README_ENTRY = """\
    ![the graph of one attention head](docs/pictures/attention_head.png)"""
 
 
+# %% [markdown]
+# Two small models to draw: an MLP, and one attention head, three projections then `F.attention`.
+
+# %%
 class MLP(nn.Module):
     """Linear -> relu -> Linear."""
 
@@ -73,6 +82,11 @@ class AttentionHead(nn.Module):
         return output, (q, k, v)
 
 
+# %% [markdown]
+# The MLP's graph, drawn after backward: inside `ta.retain_grads()` every op's output keeps its
+# gradient, whose norm the drawing shows.
+
+# %%
 def mlp_graph():
     """A batch of 5 examples with 4 features, 3 classes: (loss after backward, model, graph)."""
     model = MLP(4, 8, 3)
@@ -85,6 +99,11 @@ def mlp_graph():
                                    title="MLP: cross_entropy(fc2(relu(fc1(x))))")
 
 
+# %% [markdown]
+# The head's graph, its three projections and its attention boxed; the loss `|output|^2` is any
+# scalar, there to give gradients to show.
+
+# %%
 def head_graph():
     """One attention head over 4 tokens of width 8, boxed: three projections, then attention.
     Returns (output after backward of |output|^2, the head, graph)."""
@@ -101,6 +120,11 @@ def head_graph():
                                     title="one attention head: softmax(q k^T / sqrt(d)) v")
 
 
+# %% [markdown]
+# `nn.MultiHeadAttention`'s graph: `record_calls` notes what goes into and out of the layer and
+# each of its projections, and those tensors bound the boxes.
+
+# %%
 def multi_head_graph():
     """One nn.MultiHeadAttention forward pass (batch 1, 4 tokens, width 8, 2 heads), its
     projections and its attention core boxed; the core runs both heads at once. Returns
@@ -123,6 +147,11 @@ def multi_head_graph():
                                          title=f"nn.MultiHeadAttention({EMBED_DIM}, {NUM_HEADS})")
 
 
+# %% [markdown]
+# `main` draws the three graphs to files, counts their op nodes and leaves, and prints the key
+# bias's gradient.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     ta.manual_seed(0)
@@ -147,5 +176,9 @@ def main(argv=None):
     return results
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

@@ -49,6 +49,11 @@ import tinyattn.nn as nn
 from tinyattn.engine import Function
 from tinyattn.tools.gradcheck import compare_gradients
 
+# %% [markdown]
+# The settings (step 4's values of eps, in the full and the quick run), and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
+# %%
 SEED = 0
 EPS = 1e-6
 EPS_STEPS_FULL = [10.0 ** -k for k in range(1, 11)]     # 1e-1 ... 1e-10
@@ -67,6 +72,11 @@ README_ENTRY = """\
    ![error of central differences against eps](docs/pictures/gradcheck_eps.png)"""
 
 
+# %% [markdown]
+# The tools of step 1: a central difference written out, and `L(x) = <v, softmax(x)>` with its
+# gradient from one backward sweep seeded with v.
+
+# %%
 def central_difference(loss, x, index, eps):
     """(L(x + eps e_i) - L(x - eps e_i)) / (2 eps): x[index] nudged both ways, then put back."""
     original = x[index]
@@ -90,6 +100,11 @@ def softmax_gradient(x, v):
     return x_tensor.grad
 
 
+# %% [markdown]
+# For step 3, an op written as a `Function`: Sigmoid, and a copy whose backward forgets a factor on
+# purpose.
+
+# %%
 class Sigmoid(Function):
     """s = 1 / (1 + exp(-x)).    dL/dx = grad * s * (1 - s)"""
 
@@ -112,6 +127,11 @@ class WrongSigmoid(Sigmoid):
         return (grad * s,)
 
 
+# %% [markdown]
+# Step 1: one element's gradient both ways, then the largest gradient with v = ones, which should
+# be zero.
+
+# %%
 def step_one_element(x, v, index):
     print(f"1. One element by hand: L(x) = <v, softmax(x)>, x and v random, shape {x.shape}")
     numerical = central_difference(softmax_loss(v), x, index, EPS)
@@ -125,6 +145,11 @@ def step_one_element(x, v, index):
             "sum_of_softmax_gradient": sum_gradient}
 
 
+# %% [markdown]
+# Step 2: `ta.gradcheck` on a multi-head attention layer, with respect to its input and every
+# parameter; `compare_gradients` gives the numbers it compares, for the table.
+
+# %%
 def step_multi_head_attention(random):
     embed_dim, num_heads, batch, length = 8, 2, 2, 3
     print(f"\n2. ta.gradcheck on nn.MultiHeadAttention({embed_dim}, {num_heads}), input (B, T, E) "
@@ -157,6 +182,11 @@ def step_multi_head_attention(random):
             "key_bias_grad": float(np.abs(analytical[key_bias]).max())}
 
 
+# %% [markdown]
+# Step 3: gradcheck on the wrong Sigmoid, its message, and the ratio numerical / analytical next to
+# the factor the backward forgot.
+
+# %%
 def step_wrong_op(random):
     print("\n3. A Sigmoid whose backward forgets the factor (1 - s): grad * s, "
           "not grad * s * (1 - s)")
@@ -179,6 +209,11 @@ def step_wrong_op(random):
             "right_op_passed": right_passed}
 
 
+# %% [markdown]
+# Step 4: the error of the central difference at each eps, in float64 and in float32, for one
+# element and as a median over many.
+
+# %%
 def eps_errors(x, v, index, steps):
     """{dtype: errors of the central difference at each eps}, against the float64 backward."""
     truth = softmax_gradient(x, v)[index]
@@ -217,6 +252,10 @@ def step_eps(random, one_element, steps):
     return results, {"steps": steps, "one": one, "median": median, "elements": len(many)}
 
 
+# %% [markdown]
+# Step 4's picture: both errors against eps, on log axes.
+
+# %%
 def draw_eps(curves, path):
     plt = demo_tools.pyplot()
     if plt is None:
@@ -233,6 +272,10 @@ def draw_eps(curves, path):
     return demo_tools.save_figure(figure, path, dpi=120, bbox_inches="tight")
 
 
+# %% [markdown]
+# `main` runs the four steps with one random generator and returns what each measured.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     random = np.random.default_rng(SEED)
@@ -249,5 +292,9 @@ def main(argv=None):
     return results
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

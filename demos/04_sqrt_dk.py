@@ -51,6 +51,12 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 
+# %% [markdown]
+# The settings (the sizes of the attention, the widths swept, the threshold of a saturated row),
+# and the README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main`
+# returns.
+
+# %%
 SEED = 0
 BATCH, HEADS, QUERIES, KEYS, VALUE_DIM = 2, 4, 64, 64, 32
 KEY_DIMS_FULL = [4, 16, 64, 256, 1024, 4096]
@@ -79,6 +85,11 @@ README_ENTRY = """\
    ![gradient through the softmax against d_k, scaled and unscaled](docs/pictures/sqrt_dk.png)"""
 
 
+# %% [markdown]
+# The inputs of one width: queries and keys of its own, values and an upstream gradient shared by
+# every width.
+
+# %%
 def random_inputs(key_dim):
     """Queries and keys with unit-variance entries, drawn for this width alone (so the quick and
     the full sweep measure the same numbers), and one value tensor and upstream gradient shared by
@@ -93,6 +104,11 @@ def random_inputs(key_dim):
     return query, key, value, upstream
 
 
+# %% [markdown]
+# Attention written out as `F.scaled_dot_product_attention` computes it, and one forward and
+# backward pass through it that measures what the gradients say.
+
+# %%
 def row_norms(array):
     return np.linalg.norm(array, axis=-1)
 
@@ -126,6 +142,11 @@ def measure(query, key, value, upstream, scale):
     }
 
 
+# %% [markdown]
+# The sweep over d_k, scaled and unscaled, and its results flattened into the numbers `main`
+# returns.
+
+# %%
 def sweep(key_dims):
     """{d_k: {"scaled": measurements, "unscaled": measurements}} on the same inputs per d_k."""
     results = {}
@@ -154,6 +175,10 @@ def flat(results):
     return numbers
 
 
+# %% [markdown]
+# The two tables, and the picture.
+
+# %%
 def print_tables(results, numbers):
     print("\nWhat the softmax does ('median grad ratio' = median over the query rows of\n"
           f"||dL/dscores|| / ||dL/dweights||; 'saturated' = rows where that ratio is below "
@@ -205,6 +230,10 @@ def plot(results, path):
     return demo_tools.save_figure(figure, path, dpi=120)
 
 
+# %% [markdown]
+# `main` runs the sweep, prints the tables, draws the picture and returns the numbers.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     key_dims = KEY_DIMS_QUICK if args.quick else KEY_DIMS_FULL
@@ -220,5 +249,9 @@ def main(argv=None):
     return numbers
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

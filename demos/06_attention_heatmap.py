@@ -39,6 +39,12 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.nn as nn
 
+# %% [markdown]
+# The settings (the task's sizes, the model's, and training's in the full and the quick run), and
+# the README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main`
+# returns.
+
+# %%
 SEED = 0
 NUM_DIGITS, LENGTH = 10, 8
 SEPARATOR = NUM_DIGITS              # token id 10, drawn as "|"
@@ -62,6 +68,11 @@ README_ENTRY = """\
    ![attention weights per layer and head](docs/pictures/attention_heatmap.png)"""
 
 
+# %% [markdown]
+# The data: random digits, the separator, the digits backwards, with targets on the reversed half
+# only.
+
+# %%
 def reversal_batch(random, size):
     """(ids, targets), both (size, 2 * LENGTH): the tokens fed in, and the next token wherever it
     belongs to the reversed half (IGNORE elsewhere)."""
@@ -77,6 +88,10 @@ def token_labels(ids):
     return ["|" if token == SEPARATOR else str(token) for token in ids]
 
 
+# %% [markdown]
+# Where each head's largest weight falls on the answer rows, over all the held-out examples.
+
+# %%
 def where_heads_look(weights):
     """For every (layer, head): the share of answer queries whose largest weight is on each kind
     of key, counted in this order (the first kind that fits): the mirror key the task needs, a
@@ -93,6 +108,10 @@ def where_heads_look(weights):
     return shares
 
 
+# %% [markdown]
+# One held-out example, printed row by row and drawn as a heatmap per head.
+
+# %%
 def print_example(ids, targets, predictions, example_weights):
     """One row per answer query: what it must write, the key it needs, and each head's top key."""
     labels = token_labels(ids)
@@ -137,6 +156,11 @@ def plot(ids, example_weights, shares, path):
     return demo_tools.save_figure(figure, path, dpi=110)
 
 
+# %% [markdown]
+# `main` trains the model with the loop the demos share (`demo_tools.train`), reads its attention
+# weights on the held-out examples, and reports where each head looks.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
@@ -183,5 +207,9 @@ def main(argv=None):
     return numbers
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

@@ -43,6 +43,11 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.nn as nn
 
+# %% [markdown]
+# The settings (the task, the head counts, training in the full and the quick run), and the
+# README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
+# %%
 VOCAB, LENGTH = 4, 16
 PLACES = (1, 2, 4)                  # the answer at t names the tokens at t - 1, t - 2, t - 4
 CLASSES = VOCAB ** len(PLACES)      # 64 ordered triples
@@ -77,6 +82,11 @@ README_ENTRY = """\
     ![accuracy and loss against the number of heads](docs/pictures/why_heads_accuracy.png)"""
 
 
+# %% [markdown]
+# The data: random tokens, and at each answered position the tokens 1, 2 and 4 places back as one
+# class.
+
+# %%
 def places_batch(random, size):
     """(ids, targets), both (size, LENGTH): random tokens, and at each answered position the
     triple of tokens PLACES back as one class, x[t-1] * 16 + x[t-2] * 4 + x[t-4] (IGNORE before)."""
@@ -89,6 +99,10 @@ def places_batch(random, size):
     return ids, targets
 
 
+# %% [markdown]
+# How much weight each head puts on each place, on average over the held-out answers.
+
+# %%
 def weight_on_places(weights):
     """(H, len(PLACES) + 1): each head's mean weight on each place, and on every other key, over
     the answered queries of the held-out batch; weights (B, H, T, T)."""
@@ -97,6 +111,10 @@ def weight_on_places(weights):
     return np.concatenate([on_place, 1 - on_place.sum(axis=1, keepdims=True)], axis=1)
 
 
+# %% [markdown]
+# One model trained: a width, a head count and a seed, the same batches whatever the head count.
+
+# %%
 def train_one(width, num_heads, seed, held_out, settings):
     """A one-layer model trained from seed `seed` (the same batches for every head count): its
     held-out accuracy and loss, its number of parameters and its attention on the held-out batch."""
@@ -114,6 +132,11 @@ def train_one(width, num_heads, seed, held_out, settings):
             "parameters": sum(p.size for p in model.parameters())}
 
 
+# %% [markdown]
+# The sentence the README quotes: at which widths one head does as well as the best head count, and
+# at what loss.
+
+# %%
 def verdict(accuracy, loss, widths):
     """The README's phrase: at which widths one head comes within AS_WELL of the best head
     count's accuracy, and how much higher its held-out loss stays there."""
@@ -129,6 +152,11 @@ def verdict(accuracy, loss, widths):
             f"held-out loss stays {min(ratios):.1f} to {max(ratios):.1f} times the best")
 
 
+# %% [markdown]
+# The two pictures: each head's attention on one example, and accuracy and loss against the number
+# of heads.
+
+# %%
 def plot_attention(ids, weights, path):
     """One heatmap per head of the DRAWN_HEADS models on one example, the places circled."""
     plt = demo_tools.pyplot()
@@ -181,6 +209,10 @@ def plot_accuracy(accuracy, loss, widths, path):
     return demo_tools.save_chart(figure, path, accuracy_axes, loss_axes)
 
 
+# %% [markdown]
+# Two helpers: a head count in words, and one measure averaged over the seeds.
+
+# %%
 def heads_named(count):
     return f"{count} head" + "s" * (count > 1)
 
@@ -191,6 +223,11 @@ def mean_over_seeds(runs, measure, widths, seeds):
             for width in widths for heads in HEAD_COUNTS}
 
 
+# %% [markdown]
+# `main` trains every width, head count and seed, prints the accuracy table and where each head
+# looks, draws the pictures and returns the numbers.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
@@ -248,5 +285,9 @@ def main(argv=None):
     return numbers
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

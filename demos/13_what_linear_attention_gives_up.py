@@ -56,6 +56,12 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 
+# %% [markdown]
+# The settings (the task's sizes, the widths, the window and the blocks, training in the full and
+# the quick run), and the README's entry for this demo, which `demos/regenerate.py` fills with the
+# numbers `main` returns.
+
+# %%
 SEED = 0
 NUM_KEYS, NUM_VALUES = 64, 32
 UNKNOWN = NUM_VALUES                # the value id of the "?" in the question
@@ -89,6 +95,11 @@ README_ENTRY = """\
     ![held-out recall against the number of pairs](docs/pictures/linear_attention_recall.png)"""
 
 
+# %% [markdown]
+# The data: distinct keys with random values, then a question about one of them; each training
+# batch has a pair count drawn at random.
+
+# %%
 def recall_batch(random, size, num_pairs):
     """`size` examples of `num_pairs` pairs: keys and values (size, num_pairs), all keys of a row
     different, the question's key and its answer (size,)."""
@@ -104,10 +115,11 @@ def mixed_batch(random, size):
     return recall_batch(random, size, int(random.choice(PAIR_COUNTS)))
 
 
-# ------------------------------------------------------------------------------------------------
-# the four attention functions, all causal, all (B, L, E) -> (B, L, E); linear attention in chunks
-# of 16 positions (any chunk gives the same numbers; these short sequences waste less on padding)
+# %% [markdown]
+# The four attention functions, all causal, all (B, L, E) -> (B, L, E); linear attention in chunks
+# of 16 positions (any chunk gives the same numbers; these short sequences waste less on padding).
 
+# %%
 def local_and_global_layout(num_blocks):
     """(num_blocks, num_blocks) booleans: query block i sees key blocks i - 1 and i, and block 0
     (a global block, whose own row tril cuts to itself: the attention is causal)."""
@@ -128,6 +140,11 @@ ATTENTION = {
 }
 
 
+# %% [markdown]
+# The model, demo 5's laid out as a causal sequence with its attention function given, and its
+# score on a batch.
+
+# %%
 class RecallModel(nn.Module):
     """Demo 5's recall model laid out as a causal sequence, the pairs then the question, with its
     attention function `attend(query, key, value)` given."""
@@ -158,6 +175,11 @@ def recall_score(model, batch):
     return F.cross_entropy(logits, answer), float((logits.data.argmax(axis=-1) == answer).mean())
 
 
+# %% [markdown]
+# What each attention function keeps of the pairs: how many it sees, how many numbers it reads, and
+# the best recall that allows.
+
+# %%
 def pairs_seen(name, num_pairs):
     """How many of the pairs the question's query may attend to."""
     L = num_pairs + 1
@@ -183,6 +205,11 @@ def ceiling(name, num_pairs):
     return seen + (1 - seen) / NUM_VALUES
 
 
+# %% [markdown]
+# One model trained on mixed pair counts and tested on each; the verdict against Zoology and Based;
+# how a run's numbers are named.
+
+# %%
 def train_and_test(name, width, settings, held_out):
     """A model with attention `name` trained on mixed pair counts; {pairs: held-out recall}."""
     ta.manual_seed(SEED)
@@ -220,6 +247,11 @@ def run_name(name, width):
     return name if width == WIDTH else f"{name}_E{width}"
 
 
+# %% [markdown]
+# The picture: recall against the number of pairs, with the ceiling of the window and the block
+# layout.
+
+# %%
 def plot(recall, path):
     plt = demo_tools.pyplot()
     if plt is None:
@@ -239,6 +271,11 @@ def plot(recall, path):
     return demo_tools.save_chart(figure, path, axes)
 
 
+# %% [markdown]
+# `main` trains the four attention functions and linear attention's other widths, prints the recall
+# table and the verdict, and returns the numbers.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
@@ -284,5 +321,9 @@ def main(argv=None):
     return numbers
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

@@ -41,7 +41,6 @@ nothing, but every step runs. The picture is `gpt2_induction_heads.png` in the o
 import importlib
 import json
 import os
-import pathlib
 
 import numpy as np
 
@@ -52,6 +51,12 @@ import tinyattn.nn as nn
 from tinyattn.tokenizer import GPT2Tokenizer
 from tinyattn.tools import download
 
+# %% [markdown]
+# The settings (the prompts, sampling, the sizes of the full and the quick run), and the README's
+# entries for this demo, with the weights and without, the first of which `demos/regenerate.py`
+# fills with the numbers `main` returns.
+
+# %%
 SEED = 0
 PROMPTS = ["The capital of France is", "import numpy as", "Attention is all you",
            "for i in range("]
@@ -65,8 +70,8 @@ FULL = dict(continuation_length=40, speed_length=64, validation_characters=None,
             sequences=8)
 QUICK = dict(continuation_length=8, speed_length=8, validation_characters=3000, repeat=20,
              sequences=2)
-FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpt2-tiny"
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "pictures" / "results.json"
+FIXTURE = demo_tools.ROOT / "tests" / "fixtures" / "gpt2-tiny"    # a notebook has no __file__
+RESULTS = demo_tools.ROOT / "docs" / "pictures" / "results.json"
 FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
 
 README_ENTRY = """\
@@ -100,6 +105,11 @@ README_ENTRY_WITHOUT_RESULTS = """\
     the measured numbers here once the weights are there.)"""
 
 
+# %% [markdown]
+# Where the weights are: `--quick` takes the small GPT-2 of random weights in tests/fixtures, the
+# full run the folder `python -m tinyattn download gpt2` fills, or the one `--weights` names.
+
+# %%
 def has_weights(folder):
     return folder is not None and all(os.path.isfile(os.path.join(folder, name))
                                       for name in FILES)
@@ -130,9 +140,11 @@ def command_line(argv):
     return args
 
 
-# ------------------------------------------------------------------------------------------------
-# 1-3. Next tokens, continuations, speed
+# %% [markdown]
+# 1-3. The likeliest tokens after a prompt, and a continuation written with the key/value cache
+# (`main` times it with the cache and without).
 
+# %%
 def likeliest_next_tokens(model, tokenizer, prompt):
     """[(token, probability)] of the TOP likeliest tokens after `prompt`."""
     with ta.no_grad():
@@ -155,9 +167,11 @@ def continuation(model, tokenizer, prompt, length, **sampling):
     return tokenizer.decode(ids[0, prompt_ids.shape[1]:].tolist())
 
 
-# ------------------------------------------------------------------------------------------------
-# 4. Perplexity on demo 11's validation text
+# %% [markdown]
+# 4. Perplexity on demo 11's validation text, read in overlapping windows of the model's positions,
+# each token scored once.
 
+# %%
 def validation_text(characters=None):
     """The validation part of demo 11's text (its first `characters` characters, if given)."""
     tiny_gpt = importlib.import_module("11_tiny_gpt")
@@ -200,9 +214,11 @@ def tiny_gpt_loss():
         return None
 
 
-# ------------------------------------------------------------------------------------------------
-# 5. Induction heads
+# %% [markdown]
+# 5. Induction heads: random tokens written twice, each head's induction score, and the loss on
+# each copy.
 
+# %%
 def repeated_random_tokens(sequences, repeat):
     """(sequences, 1 + 2 * repeat) ids: <|endoftext|>, then `repeat` random tokens, twice."""
     tokens = np.random.default_rng(SEED).integers(0, ENDOFTEXT, (sequences, repeat))
@@ -239,6 +255,10 @@ def induction_heads(model, sequences, repeat):
     return induction_scores(weights, repeat), copy_losses(logits, ids, repeat), weights[0]
 
 
+# %% [markdown]
+# What this run says next to the literature: Olsson et al.'s first layer and Wang et al.'s heads.
+
+# %%
 def head_name(layer, head):
     return f"{layer}.{head}"
 
@@ -265,6 +285,10 @@ def agreement(scores):
             f"{'agrees' if agrees else 'does not agree'}"), agrees
 
 
+# %% [markdown]
+# The picture: every head's attention on one repeated sequence, titled with its score.
+
+# %%
 def plot(weights, scores, path):
     """Every head's attention on one repeated sequence, titled with its induction score; a red
     frame around the heads above INDUCTION_THRESHOLD."""
@@ -293,8 +317,10 @@ def plot(weights, scores, path):
     return demo_tools.save_figure(figure, path, dpi=80)
 
 
-# ------------------------------------------------------------------------------------------------
+# %% [markdown]
+# `main` loads the model and the tokenizer, runs the five parts in order, and returns the numbers.
 
+# %%
 def main(argv=None):
     args = command_line(argv)
     settings = QUICK if args.quick else FULL
@@ -368,5 +394,9 @@ def main(argv=None):
     return numbers
 
 
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
+
+# %%
 if __name__ == "__main__":
     main()

@@ -7,6 +7,11 @@ Every demo takes the folder to write its pictures to (default: `tinyattn-demos/`
 directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
 uses.
 
+Every demo also opens as a notebook (jupytext reads its `# %%` cells). In a Jupyter kernel a
+demo's last cell calls `main()` with no arguments, where the command line is the kernel's own: the
+parser then runs the quick version and says so (`DemoArgumentParser`), and the pictures go to the
+`tinyattn-demos/` beside demos/, where `python demos/NN_name.py` run from the checkout puts them.
+
 BLAS on one thread: the demos multiply small matrices, which gain nothing from BLAS threads, and on
 a busy machine threads that wait for a free core make every product slower. `parse` limits BLAS to
 one thread, for the rest of the process, with threadpoolctl when it is installed (the `plots` and
@@ -16,6 +21,7 @@ import argparse
 import ctypes
 import os
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -25,14 +31,15 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 
 DEFAULT_OUTPUT = "tinyattn-demos"
+ROOT = pathlib.Path(__file__).resolve().parent.parent        # the checkout, which holds demos/
 
 
 def argument_parser(doc):
     """A parser with the arguments every demo has; a demo may add its own before parsing."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("output", nargs="?", default=DEFAULT_OUTPUT, type=pathlib.Path,
-                        help=f"folder for the pictures (default: ./{DEFAULT_OUTPUT})")
+    parser = DemoArgumentParser(description=doc.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", nargs="?", default=default_output(), type=pathlib.Path,
+                        help=f"folder for the pictures (default: {default_output()})")
     parser.add_argument("--quick", action="store_true",
                         help="a smaller, faster run (what the tests run)")
     return parser
@@ -43,6 +50,41 @@ def parse(doc, argv):
     args = argument_parser(doc).parse_args(argv)
     one_blas_thread()
     return args
+
+
+class DemoArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, which in a Jupyter kernel parses `--quick` when given no arguments.
+
+    There a demo's last cell calls `main()`, so the parser would read `sys.argv`, which is the
+    kernel's own command line (`ipykernel_launcher.py -f kernel-....json`): not the demo's. Demos
+    that add arguments of their own (11, 14) build on `argument_parser`, so they do the same."""
+
+    def parse_args(self, args=None, namespace=None):
+        if args is None and in_jupyter_kernel():
+            print(f"(In a notebook this demo runs its quick version, writing any pictures to "
+                  f"{default_output()}; for the full run, call `main([])` in a cell or run the "
+                  f"script in a terminal.)")
+            args = ["--quick"]
+        return super().parse_args(args, namespace)
+
+
+def in_jupyter_kernel():
+    """Whether this code runs in a Jupyter kernel (Jupyter, JupyterLab, VS Code, Colab): whether
+    the IPython shell running it is ipykernel's `ZMQInteractiveShell`, which every such kernel is
+    or extends. A kernel imports that module before it runs a cell; a script that does not is no
+    kernel, and IPython in a terminal (`%run`, which sets `sys.argv`) has another shell."""
+    zmqshell = sys.modules.get("ipykernel.zmqshell")
+    if zmqshell is None:
+        return False
+    from IPython import get_ipython
+    return isinstance(get_ipython(), zmqshell.ZMQInteractiveShell)
+
+
+def default_output():
+    """Where the pictures go when no folder is named: `tinyattn-demos/` under the current
+    directory; in a Jupyter kernel, whose current directory is the notebook's folder (demos/),
+    the one beside demos/, where the scripts run from the checkout write theirs."""
+    return ROOT / DEFAULT_OUTPUT if in_jupyter_kernel() else pathlib.Path(DEFAULT_OUTPUT)
 
 
 def one_blas_thread():
