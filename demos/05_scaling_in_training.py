@@ -6,9 +6,8 @@ batches; then the same at a small head size, as a control.
 
     python demos/05_scaling_in_training.py [output folder] [--quick]
 
-It draws the runs' curves in `scaling_in_training.png` in the output folder (when matplotlib is
-installed). `--quick` trains for 30 steps. Its full run's time, as `demos/regenerate.py` measured
-it, ends its entry in the README.
+`--quick` trains for 30 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
+entry in the README.
 
 The task: 12 (key, value) pairs, then a question about one key, whose value is the answer:
 
@@ -20,23 +19,20 @@ with the question as the query and the pairs as the keys and values.
 
 What to expect (demo 4 measures it without training): a score is a dot product of two
 head_dim-long vectors, so its spread grows like sqrt(head_dim). At head_dim 256 the unscaled scores
-are 16 times wider than the scaled ones, and the softmax starts out nearly one-hot on a pair chosen
-by the initial weights ("top weight at start": a question's mean largest weight, 1/12 if uniform,
-1 if one-hot). Adam divides every gradient by its running size, so a softmax that passes little
-gradient does not by itself make Adam's steps small; but unscaled scores, 16 times larger, also
-move 16 times further when the weights take a step. Whether that slows training down, and by how
-much, is what the demo measures ("steps to 90%": the first held-out check at which 90% of the
-questions are answered right), with one seed and one learning rate: this run, not a law.
+are 16 times wider, and the softmax starts out nearly one-hot on a pair chosen by the initial
+weights. Adam divides every gradient by its running size, so a softmax that passes little gradient
+does not by itself make Adam's steps small; but unscaled scores, 16 times larger, also move 16
+times further when the weights take a step. Whether that slows training, and by how much, is what
+the demo measures, with one seed and one learning rate: this run, not a law.
 
 Underflow. A softmax weight is exp(s_i - max_j s_j): in float32 it is subnormal (fewer significant
 bits) when its score lies more than about 87 below its row's largest, and exactly 0 beyond about
 103. Its gradient w_i (g_i - sum_j w_j g_j) is then exactly 0 as well, and only a step that moves
-the other scores can bring the pair back into play. The demo counts such weights after training,
-and times a forward and backward pass of each trained model on the same batch: identical work, only
-the numbers differ, so close times mean that this processor handles subnormal numbers at full
-speed. The unscaled run at head_dim 256 is saturated, so its figures hang on the last bits of the
-scores, which depend on the BLAS kernel (`OPENBLAS_CORETYPE=SandyBridge` on an x86 machine whose
-OpenBLAS chose Haswell kernels moves them; the scaled ones stay).
+the other scores can bring the pair back into play. Arithmetic on subnormal numbers is slow on
+some processors: the demo times a training pass of each trained model, the same work on other
+numbers. The unscaled run at head_dim 256 is saturated, so its figures hang on the last bits of
+the scores, which depend on the BLAS kernel (`OPENBLAS_CORETYPE=SandyBridge` on an x86 machine
+whose OpenBLAS chose Haswell kernels moves them; the scaled ones stay).
 """
 import functools
 import statistics
@@ -50,7 +46,8 @@ import tinyattn.nn as nn
 from tinyattn.tools.bench.timing import interleaved
 
 # %% [markdown]
-# **The task.** Batches of associative recall; both runs of a comparison see the same batches.
+# The task: associative recall, in batches that both runs of a comparison see alike.
+
 # %%
 SEED = 0
 NUM_KEYS, NUM_VALUES, NUM_PAIRS = 32, 32, 12
@@ -61,7 +58,6 @@ SCALINGS = {"scaled": None, "unscaled": 1.0}    # scale=None means 1/sqrt(head_d
 TARGET_ACCURACY = 0.9           # "learned the task": this share of held-out questions answered
 FULL = {"steps": 300, "eval_every": 25, "print_every": 100}
 QUICK = {"steps": 30, "eval_every": 10, "print_every": 10}
-TIMED_PASSES = {"full": 20, "quick": 3}    # forward and backward passes timed per model
 
 
 def recall_batch(random, size):
@@ -74,13 +70,13 @@ def recall_batch(random, size):
 
 
 # %% [markdown]
-# **The model.** One attention layer: the question is the query, the pairs are the keys and
-# values. `scale` is all that differs between the two runs.
+# The model: one attention layer, the question its query and the pairs its keys and values; `scale`
+# is all that differs between the two runs.
+
 # %%
 class RecallModel(nn.Module):
-    """A Linear reads the answer off what the question gathered from the pairs. The LayerNorm (one,
-    shared) gives every token unit-variance features, so the size of the scores is set by the head
-    size and the weights, not by the embeddings' scale."""
+    """The LayerNorm gives every token unit-variance features, so the size of the scores is set by
+    the head size and the weights, not by the embeddings' scale."""
 
     def __init__(self, embed_dim, num_heads=1, scale=None, dtype=np.float32):
         self.key_embedding = nn.Embedding(NUM_KEYS, embed_dim, dtype=dtype)
@@ -108,8 +104,9 @@ def recall_score(model, batch):
 
 
 # %% [markdown]
-# **What is measured**: how soon a run answers 90% of the held-out questions, how peaked its
-# attention weights are and how many underflowed float32, and how long one training pass takes.
+# What is measured: how soon a run answers 90% of the held-out questions, how peaked its attention
+# weights are and how many of them underflowed float32, and how long one training pass takes.
+
 # %%
 def steps_to_learn(curves):
     """The first checkpoint at which held-out accuracy reached TARGET_ACCURACY, or None."""
@@ -153,8 +150,9 @@ def milliseconds_per_step(models, batch, passes):
 
 
 # %% [markdown]
-# **The experiment.** At each head size, the scaled and the unscaled model are trained from the
-# same initial weights, then a training pass of each is timed.
+# The experiment: at each head size, the scaled and the unscaled model trained from the same initial
+# weights, then a training pass of each timed.
+
 # %%
 def compare(head_dim, held_out, settings, passes):
     """Train the scaled and the unscaled model, from the same initial weights, at one head size;
@@ -178,10 +176,15 @@ def compare(head_dim, held_out, settings, passes):
     return runs
 
 
+# %% [markdown]
+# `main` runs the experiment at both head sizes, prints the tables, draws the picture and returns
+# the numbers.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
-    passes = TIMED_PASSES["quick" if args.quick else "full"]
+    passes = 3 if args.quick else 20          # forward and backward passes timed per model
     held_out = recall_batch(np.random.default_rng(SEED + 1), HELD_OUT)     # never trained on
     print(f"Associative recall: {NUM_PAIRS} (key, value) pairs, then a question; chance is "
           f"1/{NUM_VALUES} = {1 / NUM_VALUES:.1%}.\nOne attention head, Adam (lr {LEARNING_RATE}), "
@@ -194,8 +197,9 @@ def main(argv=None):
 
 
 # %% [markdown]
-# **Plumbing**: the tables, the picture, and the README's entry, filled with the numbers `main`
-# returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
 # %%
 README_ENTRY = """\
 5. [`05_scaling_in_training.py`](demos/05_scaling_in_training.py) — the same effect in training:
@@ -216,13 +220,6 @@ README_ENTRY = """\
 
 
 def print_tables(comparisons, settings, passes):
-    scaled, unscaled = (comparisons[HEAD_DIM][name]["curves"] for name in SCALINGS)
-    demo_tools.print_table(
-        ["step", "scaled loss", "unscaled loss", "scaled acc", "unscaled acc"],
-        [[str(step), f"{scaled['held_out_loss'][i]:.3f}", f"{unscaled['held_out_loss'][i]:.3f}",
-          f"{scaled['held_out_accuracy'][i]:.1%}", f"{unscaled['held_out_accuracy'][i]:.1%}"]
-         for i, step in enumerate(scaled["checkpoints"])],
-        f"Held-out loss and accuracy ({HELD_OUT} questions) at head_dim {HEAD_DIM}:")
     limits = np.finfo(np.float32)
     demo_tools.print_table(
         ["head_dim", "scores", "top weight: start", "end", f"steps to {TARGET_ACCURACY:.0%}",
@@ -280,6 +277,9 @@ def plot(comparisons, path):
                           label="chance")
     return demo_tools.save_chart(figure, path, loss_axes, accuracy_axes)
 
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":

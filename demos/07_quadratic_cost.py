@@ -41,8 +41,8 @@ import tinyattn.functional as F
 from tinyattn.tools.bench.timing import interleaved, median_ratio, peak_memory
 
 # %% [markdown]
-# **What is measured**: one causal head, forward and backward on random inputs, computed five
-# ways.
+# What is measured: one causal head, forward and backward on random inputs, computed five ways.
+
 # %%
 SEED, WIDTH = 0, 64
 BLOCK = 64                 # flash's and block-sparse attention's blocks (their default)
@@ -85,8 +85,10 @@ STEPS = {name: functools.partial(forward_backward, attention)
          for name, attention in ATTENTION.items()}
 
 # %% [markdown]
-# **Cost against length.** At each length every way is timed in the same rounds, then its peak
-# memory is measured; plain attention stops where its predicted peak passes the budget.
+# The cost against the length: at each length every way is timed in the same rounds, then its peak
+# memory measured; plain attention stops where its predicted peak passes the budget. Then the
+# slopes, and the ratios the README quotes.
+
 # %%
 FULL = dict(lengths=[256, 512, 1024, 2048, 4096, 8192, 16384], budget=2.5 * 2 ** 30)
 QUICK = dict(lengths=[256, 512, 1024, 2048], budget=64 * 2 ** 20)
@@ -169,8 +171,9 @@ def cost_numbers(costs):
 
 
 # %% [markdown]
-# **What each computes**, on the same inputs: outputs and gradients against plain causal
-# attention, and how much of plain attention's weight falls outside the window.
+# What each computes, on the same inputs: outputs and gradients against plain causal attention, and
+# how much of plain attention's weight falls outside the window.
+
 # %%
 COMPARE_LENGTH = 1024
 
@@ -208,29 +211,8 @@ def largest_difference(arrays, references):
 
 
 # %% [markdown]
-# **Which pairs each pattern scores**: the masks of `sparse_patterns.py` at a small length.
-# %%
-PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
-PATTERN_BLOCK = 8          # the block of the block-sparse pattern drawn at L = 64
-
-
-def attention_patterns(length):
-    """{title: (L, L) booleans, True where query i (row) may attend to key j (column)}."""
-    causal = F.local_mask(length, length)         # a window of every key: causal attention
-    layout = local_and_global(length, PATTERN_BLOCK)
-    return {
-        "full": np.ones((length, length), dtype=bool),
-        "causal": causal,
-        f"local (sliding window,\nw = {PATTERN_WINDOW})": F.local_mask(length, PATTERN_WINDOW),
-        f"Sparse Transformer (local\n+ strided, stride {PATTERN_STRIDE})":
-            F.sparse_transformer_mask(length, PATTERN_STRIDE),
-        f"global (Longformer: band\n|i - j| < {PATTERN_WINDOW}, tokens "
-        f"{', '.join(map(str, GLOBAL_TOKENS))})":
-            F.longformer_mask(length, PATTERN_WINDOW, GLOBAL_TOKENS),
-        f"block-sparse (local + global\nblocks of {PATTERN_BLOCK}, causal)":
-            F.layout_mask(layout, PATTERN_BLOCK, length) & causal,
-    }
-
+# `main` measures the costs, compares the outputs, prints the tables, draws the pictures (the
+# costs, and the patterns of `sparse_patterns.py`) and returns the numbers.
 
 # %%
 def main(argv=None):
@@ -256,14 +238,15 @@ def main(argv=None):
         **{f"{name}_relative_error": c["relative"] for name, c in compared.items()}}
     print_costs(costs, budget, numbers)
     print_comparison(compared, numbers)
-    patterns = attention_patterns(PATTERN_LENGTH)
-    demo_tools.print_pictures(*draw(costs, numbers, patterns, args.output))
+    demo_tools.print_pictures(*draw(costs, numbers, attention_patterns(PATTERN_LENGTH),
+                                    args.output))
     return numbers
 
 
 # %% [markdown]
-# **Plumbing**: the tables, the pictures, and the README's entry, filled with the numbers `main`
-# returns.
+# Plumbing, kept out of the experiment's way: the tables, the pictures, and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
 # %%
 README_ENTRY = """\
 7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
@@ -313,11 +296,12 @@ def print_costs(costs, budget, numbers):
     for title, series, measure, ratio in (
             ("Time of one forward + backward, processor seconds", "time", "time", "speedup"),
             ("Peak memory (tracemalloc), in MiB", "peak_mib", "memory", "memory_ratio")):
-        rows = [[f"{length:,}"] + ["skipped" if numbers[f"{series}_{name}"][i] is None
-                                   else f"{numbers[f'{series}_{name}'][i]:.3g}" for name in STEPS]
-                for i, length in enumerate(costs)]
+        columns = [numbers[f"{series}_{name}"] for name in STEPS]       # a list per way
+        rows = [[f"{length:,}"] + ["skipped" if column[i] is None else f"{column[i]:.3g}"
+                                   for column in columns] for i, length in enumerate(costs)]
         rows.append(["slope"] + [f"{numbers[f'slope_{measure}_{name}']:.2f}" for name in STEPS])
-        rows.append(["plain/this"] + [f"{numbers.get(f'{name}_{ratio}', 1):.1f}x" for name in STEPS])
+        rows.append(["plain/this"] + [f"{numbers.get(f'{name}_{ratio}', 1):.1f}x"
+                                      for name in STEPS])
         demo_tools.print_table(["L"] + [LABELS[name] for name in STEPS], rows,
                                f"{title} (plain/this: at L = {common:,}, the largest plain SDPA "
                                "ran at):\n")
@@ -347,6 +331,29 @@ def print_comparison(compared, numbers):
           f"Plain attention weight outside the window (w = {WINDOW}): "
           f"{numbers['weight_outside_window_mean']:.0%} on average over queries {WINDOW} ... "
           f"{COMPARE_LENGTH - 1}, {numbers['weight_outside_window_last']:.0%} for the last one.")
+
+
+PATTERN_LENGTH, PATTERN_WINDOW, PATTERN_STRIDE, GLOBAL_TOKENS = 64, 8, 8, (0, 32)
+PATTERN_BLOCK = 8          # the block of the block-sparse pattern drawn at L = 64
+
+
+def attention_patterns(length):
+    """The patterns drawn, from the masks and layouts of `sparse_patterns.py`: {title: (L, L)
+    booleans, True where query i (row) may attend to key j (column)}."""
+    causal = F.local_mask(length, length)         # a window of every key: causal attention
+    layout = local_and_global(length, PATTERN_BLOCK)
+    return {
+        "full": np.ones((length, length), dtype=bool),
+        "causal": causal,
+        f"local (sliding window,\nw = {PATTERN_WINDOW})": F.local_mask(length, PATTERN_WINDOW),
+        f"Sparse Transformer (local\n+ strided, stride {PATTERN_STRIDE})":
+            F.sparse_transformer_mask(length, PATTERN_STRIDE),
+        f"global (Longformer: band\n|i - j| < {PATTERN_WINDOW}, tokens "
+        f"{', '.join(map(str, GLOBAL_TOKENS))})":
+            F.longformer_mask(length, PATTERN_WINDOW, GLOBAL_TOKENS),
+        f"block-sparse (local + global\nblocks of {PATTERN_BLOCK}, causal)":
+            F.layout_mask(layout, PATTERN_BLOCK, length) & causal,
+    }
 
 
 def draw(costs, numbers, patterns, folder):
@@ -387,6 +394,9 @@ def draw(costs, numbers, patterns, folder):
     figure.suptitle(f"Which keys each query sees (L = {len(mask)}): the pairs attention scores")
     return pictures + [demo_tools.save_figure(figure, folder / "attention_patterns.png", dpi=110)]
 
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":

@@ -13,28 +13,24 @@ What it shows, in three parts:
       alibi): at every position, name the token 3 places back. The tokens are random, so no
       content says which one that is, only its position.
   (c) Length extrapolation: the same models, trained on sequences of 16 tokens, tested on 32 and
-      64: the accuracy on the positions beyond 16, which no model saw in training, and at every
-      position.
+      64, on the positions no model saw in training.
 
     python demos/08_positions.py [output folder] [--quick]
 
-It draws `positions_accuracy.png` (held-out accuracy per encoding) and
-`positions_extrapolation.png` (accuracy per position, up to 4x the trained length) in the output
-folder (when matplotlib is installed). `--quick` trains for 40 steps. Its full run's time, as
-`demos/regenerate.py` measured it, ends its entry in the README.
+`--quick` trains for 40 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
+entry in the README.
 
 The model: `nn.CausalTransformer(positional=...)`, 2 layers of 4 heads, width 32, float32, Adam,
-the same batches for every encoding. Its logits at position t are read as the answer for t.
+the same batches for every encoding; its logits at position t are read as the answer for t.
 
-Reading the extrapolation table. The ALiBi paper (Press et al. 2022) reports that ALiBi, trained
-on short inputs, keeps its perplexity on inputs several times longer, where sinusoidal and rotary
-positions degrade. A run tests that claim only if alibi learns the task at the trained length;
-the README's entry says whether this one did. ALiBi's penalty is gentle with few heads: the demo
-prints its steepest slope m and the share exp(-m) of the weight that a key one position further
-keeps against an equal key one position nearer, so the bias alone cannot point at one exact
-distance. Learned positions beyond the trained length are rows of the table that no gradient
-ever reached. This is one toy task, one seed and a 2-layer model, not the paper's language
-models.
+Reading the extrapolation. The ALiBi paper (Press et al. 2022) reports that ALiBi, trained on
+short inputs, keeps its perplexity on inputs several times longer, where sinusoidal and rotary
+positions degrade. A run tests that claim only if alibi learns the task at the trained length; the
+README's entry says whether this one did. ALiBi's penalty is gentle with few heads: the demo
+prints the share exp(-m) of the weight that a key one position further keeps against an equal key
+one position nearer (m: the steepest slope), so the bias alone cannot point at one exact distance.
+Learned positions beyond the trained length are rows of the table that no gradient ever reached.
+One toy task, one seed and a 2-layer model, not the paper's language models.
 """
 import numpy as np
 
@@ -58,8 +54,9 @@ QUICK = {"steps": 40, "eval_every": 20, "print_every": 40}
 
 
 # %% [markdown]
-# **(a) What attention sees without positions**: a layer's outputs under a permutation of its
-# tokens, and a causal model's last logits under a reordering of the tokens before the last.
+# (a) What attention sees without positions: a layer's outputs when its tokens are permuted, and a
+# causal model's last logits when the tokens before the last are reordered.
+
 # %%
 def encoded_layer(encoding, length):
     """x -> a (non-causal) TransformerBlock applied to x with the given encoding, float64."""
@@ -112,8 +109,9 @@ def multiset_gaps(length=REORDERED_LENGTH):
 
 
 # %% [markdown]
-# **(b) A task that needs positions, (c) longer than trained**: one model per encoding learns to
+# (b) A task that needs positions, and (c) longer than trained: one model per encoding learns to
 # name the token 3 places back, then answers on sequences 2 and 4 times longer.
+
 # %%
 def shift_batch(random, size, length=LENGTH):
     """(ids, targets), both (size, length): random tokens, and at each position t >= SHIFT the
@@ -164,6 +162,11 @@ def train_each_encoding(settings, held_out_size):
     return runs
 
 
+# %% [markdown]
+# `main` measures (a), trains and tests (b) and (c), prints the tables, draws the pictures and
+# returns the numbers.
+
+# %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
     settings = QUICK if args.quick else FULL
@@ -178,8 +181,9 @@ def main(argv=None):
 
 
 # %% [markdown]
-# **Plumbing**: the tables, the pictures, and the README's entry, filled with the numbers `main`
-# returns.
+# Plumbing, kept out of the experiment's way: the tables, the pictures, and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
 # %%
 README_ENTRY = """\
 8. [`08_positions.py`](demos/08_positions.py) — without positions a layer is
@@ -287,6 +291,9 @@ def draw(runs, folder):
              title=f"Trained on {LENGTH} tokens: accuracy at every position")
     return pictures + [demo_tools.save_chart(figure, folder / "positions_extrapolation.png", axes)]
 
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":

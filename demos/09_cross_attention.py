@@ -38,7 +38,8 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 
 # %% [markdown]
-# **The language pair**: a dictionary, the two word orders, and sentences as batches of ids.
+# The language pair: the dictionary, the two word orders, and sentences as batches of ids.
+
 # %%
 SEED = 0
 ADJECTIVES = {"big": "grand", "small": "petit", "red": "rouge", "old": "vieux", "happy": "content",
@@ -119,8 +120,9 @@ def training_batches(held_out_keys):
 
 
 # %% [markdown]
-# **Training and translating**: the loss is the cross-entropy of the next target word under
-# teacher forcing; held-out sentences are translated greedily.
+# Training and translating: the loss is the cross-entropy of the next target word under teacher
+# forcing; held-out sentences are translated greedily.
+
 # %%
 EMBED_DIM, NUM_HEADS, NUM_LAYERS = 32, 2, 2
 BATCH, HELD_OUT, LEARNING_RATE = 64, 500, 3e-3
@@ -149,8 +151,9 @@ def greedy_accuracy(model, batch):
 
 
 # %% [markdown]
-# **Where the heads look**: for each target word, where each head's largest weight falls, and
-# what the masks promise, measured on the weights.
+# Where the heads look: for each target word, where each head's largest weight falls; and what the
+# masks promise, measured on the weights.
+
 # %%
 HEADS = [f"L{layer + 1}H{head + 1}" for layer in range(NUM_LAYERS) for head in range(NUM_HEADS)]
 SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")   # where self-attention rows look
@@ -190,6 +193,10 @@ def mask_checks(weights, src_mask):
                                          for layer in weights["cross"])}
 
 
+# %% [markdown]
+# `main` trains the model, translates the held-out sentences, reads the attention weights, prints
+# the tables, draws the picture and returns the numbers.
+
 # %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
@@ -226,8 +233,9 @@ def main(argv=None):
 
 
 # %% [markdown]
-# **Plumbing**: the tables, the picture, and the README's entry, filled with the numbers `main`
-# returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
 # %%
 README_ENTRY = """\
 9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
@@ -306,6 +314,9 @@ def plot(batch, example, weights, cross_attention, path):
                     "red circles: the source word it translates)")
     return demo_tools.save_figure(figure, path, dpi=110)
 
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ import tinyattn as ta
 import tinyattn.nn as nn
 
 # %% [markdown]
-# **The data**: windows of the sentence stream, each word's next word as its target.
+# The data: windows of the sentence stream, each word's next word as its target.
+
 # %%
 SEED = 0
 ADJECTIVES = ["big", "small", "red", "old", "happy", "quiet"]
@@ -77,7 +78,8 @@ def text_batch(random, size):
 
 
 # %% [markdown]
-# **The model**: one pre-LN block whose feed-forward layer is the mixture of experts.
+# The model: one pre-LN block whose feed-forward layer is the mixture of experts.
+
 # %%
 EMBED_DIM, NUM_HEADS, HIDDEN_DIM = 32, 2, 64
 NUM_EXPERTS, TOP_K = 8, 2
@@ -109,7 +111,9 @@ class ExpertLanguageModel(nn.Module):
 
 
 # %% [markdown]
-# **Training**, with and without the balance loss, recording the experts' loads at every step.
+# Training, with and without the balance loss, from the same initial weights on the same batches,
+# recording the experts' loads at every step.
+
 # %%
 BALANCE_WEIGHTS = {"without balance loss": 0.0, "with balance loss": 0.01}
 BATCH, HELD_OUT, LEARNING_RATE = 32, 256, 3e-3
@@ -144,8 +148,9 @@ def train(label, balance_weight, held_out, steps, eval_every, print_every):
 
 
 # %% [markdown]
-# **At the end**: which words each expert takes, the loads over the last steps, and the experts
-# that collapsed.
+# At the end: which words each expert takes, the loads over the last steps, and the experts that
+# collapsed.
+
 # %%
 COLLAPSED = 0.01            # an expert left with less than 1% of the assignments has collapsed
 ONE_EXPERT = 0.95           # a word sending this share of its occurrences to one expert
@@ -185,6 +190,9 @@ def measurements(runs, counts):
     return numbers
 
 
+# %% [markdown]
+# `main` trains both runs, prints the tables, draws the picture and returns the numbers.
+
 # %%
 def main(argv=None):
     args = demo_tools.parse(__doc__, argv)
@@ -203,8 +211,9 @@ def main(argv=None):
 
 
 # %% [markdown]
-# **Plumbing**: the tables, the picture, and the README's entry, filled with the numbers `main`
-# returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
+# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+
 # %%
 README_ENTRY = """\
 10. [`10_experts.py`](demos/10_experts.py) — a language model with {num_experts} feed-forward
@@ -296,6 +305,9 @@ def plot(runs, counts, path):
         axes.legend(fontsize=8)
     return demo_tools.save_figure(figure, path, dpi=100)
 
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":
