@@ -2,32 +2,29 @@
 
 What it shows: plain attention scores every query against every key, so its forward and backward
 hold (L, L) arrays: doubling the length quadruples the memory, and the time follows. It measures
-one causal head of width 64 in float64, forward and backward, at L = 256 ... 16,384, computed five
-ways: plain SDPA; flash attention, the same function block by block (blocks of 64: every pair of
-blocks on or below the diagonal, the full causal layout), with no (L, L) array; block-sparse
-attention, flash's algorithm over a local + global layout only (each block of 64 queries sees its
-own block and the first one: about 2 L / 64 pairs of blocks, where flash visits about
-(L / 64)^2 / 2); a sliding window (each query sees its 256 latest keys only); causal linear
-attention (exp(q . k) replaced by phi(q) . phi(k), phi = elu + 1). The slopes of log(cost)
-against log(L) say how each cost grows: 2 is quadratic, 1 linear. Plain SDPA is skipped where its
-predicted peak memory passes a budget of 2.5 GiB, and the tables say so.
+one causal head of width 64 in float64, forward and backward, at L = 256 ... 16,384, five ways:
+plain SDPA; flash attention, the same function block by block (every pair of blocks of 64 on or
+below the diagonal), with no (L, L) array; block-sparse attention, flash's algorithm over a local +
+global layout only (each block of 64 queries sees its own block and the first one: about 2 L / 64
+pairs of blocks, where flash visits about (L / 64)^2 / 2); a sliding window (each query sees its
+256 latest keys); causal linear attention (exp(q . k) replaced by phi(q) . phi(k), phi = elu + 1).
+The slope of log(cost) against log(L) says how a cost grows: 2 is quadratic, 1 linear. Plain SDPA
+is skipped where its predicted peak passes a memory budget (2.5 GiB), and the tables say so.
 
-Then, on the same inputs at L = 1024, what each computes, against plain causal attention. Flash
-attention is plain attention computed in another order: its differences are rounding.
-Block-sparse attention is SDPA under the mask its layout stands for, to rounding too, and that is
-another function than plain attention. The sliding window is plain attention for the first w
-queries, whose keys all lie in their window; each later query loses the part of its plain
-attention weight that falls outside the window (random queries and keys spread their weight over
-every key they see), and the demo measures how much that is. Linear attention weighs the values
-by phi(q) . phi(k) instead of exp(q . k): another function altogether. These three are models of
-their own, trained as such, not approximations of plain attention. Last, six attention patterns,
-drawn from the masks and layouts of `tinyattn/functional/sparse_patterns.py`.
+Then what each computes, on the same inputs at L = 1024. Flash attention is plain attention
+computed in another order: its differences are rounding. Block-sparse attention is SDPA under the
+mask its layout stands for, to rounding too: another function than plain attention. The sliding
+window is plain attention for the first w queries, whose keys all lie in their window; each later
+query loses the part of its plain attention weight that falls outside the window (random queries
+and keys spread their weight over every key they see), and the demo measures how much. Linear
+attention weighs the values by phi(q) . phi(k) instead of exp(q . k). These three are models of
+their own, trained as such, not approximations of plain attention.
 
     python demos/07_quadratic_cost.py [output folder] [--quick]
 
-It draws `quadratic_cost.png` and `attention_patterns.png` in the output folder. `--quick`
-measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so that the skip shows
-there too. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
+`--quick` measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so that the skip
+shows there too. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the
+README.
 """
 import functools
 import statistics
@@ -136,11 +133,10 @@ def peak_mib(cost, name):
 
 
 def cost_numbers(costs):
-    """The costs as main returns them: each way's median time and peak at each length (None where
-    it was skipped) and their slopes (the least squares slope of log(cost) against log(L) over the
-    FIT_POINTS largest lengths it ran at); where plain SDPA was skipped; how many times faster and
-    smaller than plain SDPA each way is at the largest length plain SDPA ran at; and block-sparse
-    attention's time over flash's in the same rounds at SPARSE_LENGTH (or the largest below)."""
+    """The numbers main returns of the costs: each way's time and peak at each length (None where
+    skipped) and their slopes over the FIT_POINTS largest lengths it ran at; plain SDPA's skip; each
+    way against plain SDPA at the largest length plain SDPA ran at; block-sparse attention's time
+    against flash's (in the same rounds) at SPARSE_LENGTH, or the largest length below."""
     common = max(length for length, cost in costs.items() if "plain" in cost["peaks"])
     skips = skipped(costs)
     sparse_length = max(length for length in costs if length <= SPARSE_LENGTH)
@@ -179,10 +175,9 @@ COMPARE_LENGTH = 1024
 
 
 def compare_outputs(length):
-    """Each way's output and gradients against plain causal SDPA's (max |difference| of the
-    output, of the gradients, of the first WINDOW outputs, and the relative error of the output),
-    and block-sparse attention's against SDPA under its layout's mask; the share of each query's
-    plain attention weight that falls outside its window (L,)."""
+    """Each way's output and gradients against plain causal SDPA's, block-sparse attention's
+    against SDPA under its layout's mask, and the share of each query's plain attention weight
+    that falls outside its window (L,)."""
     inputs = random_inputs(length)
     plain = STEPS["plain"](*inputs)                   # [out, dL/dq, dL/dk, dL/dv]
     compared = {}
@@ -363,13 +358,15 @@ def draw(costs, numbers, patterns, folder):
     if plt is None:
         return []
     figure, (time_axes, memory_axes) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
-    for axes, series, measure, unit in ((time_axes, "time", "time", "processor seconds"),
-                                        (memory_axes, "peak_mib", "memory", "MiB")):
-        for name, marker in zip(STEPS, "osvD^"):
+    for axes, series, measure, unit, title in (
+            (time_axes, "time", "time", "processor seconds", "Time of one forward + backward"),
+            (memory_axes, "peak_mib", "memory", "MiB", "Peak memory (tracemalloc)")):
+        for name, marker in zip(STEPS, "osvD^"):       # None (skipped) is drawn as a gap
             axes.plot(list(costs), np.array(numbers[f"{series}_{name}"], dtype=float),
                       marker=marker, label=f"{LABELS[name]}: slope "
                                            f"{numbers[f'slope_{measure}_{name}']:.2f}")
-        axes.set(xscale="log", yscale="log", xlabel="L (queries = keys)", ylabel=unit)
+        axes.set(xscale="log", yscale="log", xlabel="L (queries = keys)", ylabel=unit,
+                 title=title)
         axes.set_xticks(list(costs), [f"{length:,}" for length in costs])
         axes.set_xticks([], minor=True)
     if skipped(costs):
@@ -378,8 +375,6 @@ def draw(costs, numbers, patterns, folder):
                          color="C0", label="plain SDPA, predicted (skipped)")
     memory_axes.axhline(numbers["budget_gib"] * 2**10, color="grey", linestyle=":",
                         label=f"budget ({size(numbers['budget_gib'] * 2**30)})")
-    time_axes.set_title("Time of one forward + backward")
-    memory_axes.set_title("Peak memory (tracemalloc)")
     for axes in (time_axes, memory_axes):
         axes.legend(fontsize=8)
     figure.suptitle(f"Causal attention, one head of width {WIDTH}, float64: slope 2 = "

@@ -7,10 +7,8 @@ each attention head of its decoder looks.
 
     python demos/09_cross_attention.py [output folder] [--quick]
 
-It prints the held-out accuracy and where the heads look, and draws them on one held-out sentence
-(`cross_attention.png` in the output folder, when matplotlib is installed). `--quick` trains for
-40 steps, enough to learn part of the task. Its full run's time, as `demos/regenerate.py` measured
-it, ends its entry in the README.
+`--quick` trains for 40 steps, enough to learn part of the task. Its full run's time, as
+`demos/regenerate.py` measured it, ends its entry in the README.
 
 The language pair. English-like sources, `[adjective] noun verb [adjective] noun`, each adjective
 there or not; targets in a made-up language with French-looking words, where every adjective
@@ -160,11 +158,9 @@ SELF_KINDS = ("start_token", "itself", "previous", "elsewhere")   # where self-a
 
 
 def where_heads_look(weights, alignment):
-    """Over the target words (the rows with an aligned source word), for each head "L1H1", ...:
-    cross_attention[head], the share whose cross-attention puts its largest weight on the source
-    word they translate; self_attention[head][kind], the share whose self-attention puts it on the
-    start token, on the query's own position, on the one before, or elsewhere (the first of these
-    that fits)."""
+    """For each head "L1H1", ..., the share of the target words whose cross-attention puts its
+    largest weight on the source word they translate; and of those whose self-attention puts it on
+    the start token, on the word itself, on the one before, or elsewhere (the first that fits)."""
     aligned = alignment >= 0                                            # (B, T)
     queries = np.arange(alignment.shape[1])                             # (T,)
     cross_attention, self_attention = {}, {}

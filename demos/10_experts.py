@@ -8,8 +8,8 @@ tokens were shared among the experts, and which words each expert takes.
 
     python demos/10_experts.py [output folder] [--quick]
 
-It draws `experts.png` in the output folder (when matplotlib is installed). `--quick` trains for
-20 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
+`--quick` trains for 20 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
+entry in the README.
 
 The data: an endless stream of sentences from a small grammar, one token per word,
 
