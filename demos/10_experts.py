@@ -166,6 +166,11 @@ def words_per_expert(model, ids):
     return counts
 
 
+def word_shares(counts):
+    """shares[e, w]: the share of word w's occurrences sent to expert e (each goes to TOP_K)."""
+    return counts / np.maximum(counts.sum(axis=0) / TOP_K, 1)          # (experts, words)
+
+
 def measurements(runs, counts):
     """The loads at the start and over the last tenth of the steps, the losses, the words routed
     to one expert and the experts that collapsed, as flat numbers ("_without", "_with")."""
@@ -178,14 +183,13 @@ def measurements(runs, counts):
     for name, suffix in (("without balance loss", "without"), ("with balance loss", "with")):
         run = runs[name]
         last = run["loads"][-max(1, len(run["loads"]) // 10):].mean(axis=0)    # (NUM_EXPERTS,)
-        shares = counts[name] / np.maximum(counts[name].sum(axis=0) / TOP_K, 1)   # (experts, words)
         numbers.update({f"load_max_{suffix}": float(last.max()),
                         f"load_min_{suffix}": float(last.min()),
                         f"aux_loss_{suffix}": run["aux_loss"][-1],
                         f"loss_{suffix}": run["held_out_loss"][-1],
                         f"train_loss_{suffix}": run["train_loss"][-1],
-                        f"words_to_one_expert_{suffix}": int((shares.max(axis=0) >= ONE_EXPERT)
-                                                             .sum()),
+                        f"words_to_one_expert_{suffix}":
+                            int((word_shares(counts[name]).max(axis=0) >= ONE_EXPERT).sum()),
                         f"collapsed_{suffix}": int((last < COLLAPSED).sum())})
     return numbers
 
@@ -250,7 +254,7 @@ def print_tables(runs, counts, numbers, every):
         f"the experts that collapsed;\nthe last column: of the {len(WORDS)} words, those that "
         "send most of their occurrences to one expert):")
     for name, count in counts.items():
-        taken = count / np.maximum(count.sum(axis=0) / TOP_K, 1)     # (experts, words)
+        taken = word_shares(count)                                   # (experts, words)
         rows = []
         for expert, row in enumerate(count):
             kinds = [sum(row[WORD_ID[word]] for word in words) / max(row.sum(), 1)
@@ -282,8 +286,8 @@ def plot(runs, counts, path):
         axes.set(xlabel="step", ylabel="share of the assignments", ylim=(0, 1),
                  xlim=(1, steps[-1]), title=f"{name}:\nload per expert (dotted: even shares)")
         axes = grid[1, column]
-        shares = counts[name] / (counts[name].sum(axis=0) / TOP_K)     # (experts, words)
-        image = axes.imshow(shares, cmap="Purples", vmin=0, vmax=1, aspect="auto")
+        image = axes.imshow(word_shares(counts[name]), cmap="Purples", vmin=0, vmax=1,
+                            aspect="auto")
         axes.set_xticks(range(len(WORDS)), WORDS, rotation=90, fontsize=7)
         axes.set_yticks(range(NUM_EXPERTS))
         axes.set(ylabel="expert", title=f"{name}:\nshare of each word's occurrences per expert")
