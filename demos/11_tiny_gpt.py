@@ -2,16 +2,14 @@
 
 What it shows: the whole library at work on real text. A character-level language model, built
 from tinyattn's layers (embeddings, positions, causal attention blocks, LayerNorm, cross-entropy)
-and trained with AdamW, learns the documentation topics every Python installation carries (no
-download); it is scored against two counting models (the baselines to beat), writes before and
-after training, is timed writing with and without the key/value cache, draws its loss curves and
-saves a checkpoint that `--sample` writes with.
+and trained with AdamW, learns `pydoc_data.topics`, the pages `help("for")` shows, which every
+Python installation carries (no download; they differ a little between Python versions, and so do
+the counts printed at the start, the baselines and the losses). It is scored against two counting
+models (the baselines to beat), writes before and after training, is timed writing with and
+without the key/value cache, draws its loss curves and saves a checkpoint that `--sample` reads.
 
     python demos/11_tiny_gpt.py [output folder] [--quick] [--positional sinusoidal]
     python demos/11_tiny_gpt.py --sample tinyattn-demos/tiny_gpt.npz --prompt "The " [--length N]
-
-The text: `pydoc_data.topics`, the pages `help("for")` shows. It differs a little between Python
-versions, and so do its counts (printed at the start), the baselines and the losses.
 
 The recipe is nanoGPT's for a laptop CPU (`train_shakespeare_char` with the sizes of its README's
 CPU command: the settings below), on `nn.CausalTransformer`. Unlike nanoGPT's model, the output
@@ -30,15 +28,15 @@ the weights, the batches and the held-out windows) 0, 1 and 2:
     alibi        1.33
     rope         1.26  1.28
 
-Learned positions start as N(0, 1) noise and reach the bar only just in 2,000 steps. RoPE learns
-best but writes worst: `generate` keeps a window of the last 64 characters only for a table of
-positions (sinusoidal, learned), as nanoGPT does, so past 64 characters a RoPE model sees its
-queries and keys rotated by distances it never saw, and its sample turns to gibberish after a line
-or two; ALiBi, made to extrapolate, keeps writing. Sinusoidal positions always write in the
-setting they were trained in, and clear the bar with a margin.
+Learned positions start as N(0, 1) noise, to be learned in 2,000 steps. RoPE learns best but
+writes worst: `generate` keeps a window of the last 64 characters only for a table of positions
+(sinusoidal, learned), as nanoGPT does, so past 64 characters a RoPE model sees its queries and
+keys rotated by distances it never saw, and its sample turns to gibberish after a line or two;
+ALiBi, made to extrapolate, keeps writing, and sinusoidal positions always write in the setting
+they were trained in.
 
-Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README. `--quick`
-trains for 15 steps (what the tests run).
+`--quick` trains for 15 steps (what the tests run). The full run's time, as `demos/regenerate.py`
+measured it, ends the demo's entry in the README.
 """
 import json
 import math
@@ -410,9 +408,7 @@ def sample_from_checkpoint(args):
     traceback), as a bad command-line argument does."""
     try:
         model, vocabulary = load_checkpoint(args.sample)
-        unknown = sorted(set(args.prompt) - set(vocabulary), key=args.prompt.index)
-        if not args.prompt or unknown:
-            raise ValueError(prompt_error(unknown, vocabulary))
+        check_prompt(args.prompt, vocabulary)
         text = write(model, vocabulary, args.prompt, args.length)
     except (OSError, ValueError) as error:
         raise SystemExit(f"11_tiny_gpt.py: {error}") from None
@@ -420,13 +416,15 @@ def sample_from_checkpoint(args):
     return {"text": text}
 
 
-def prompt_error(unknown, vocabulary):
-    if not unknown:
-        return "the prompt is empty: the model needs at least one character to continue"
-    shown = ", ".join(f"{character!r} (U+{ord(character):04X})" for character in unknown)
-    return (f"the prompt holds {'a character' if len(unknown) == 1 else 'characters'} outside "
-            f"the model's vocabulary: {shown}; the vocabulary is the {len(vocabulary)} "
-            f"characters of the text it was trained on")
+def check_prompt(prompt, vocabulary):
+    if not prompt:
+        raise ValueError("the prompt is empty: the model needs at least one character to continue")
+    unknown = sorted(set(prompt) - set(vocabulary), key=prompt.index)
+    if unknown:
+        shown = ", ".join(f"{character!r} (U+{ord(character):04X})" for character in unknown)
+        raise ValueError(f"the prompt holds {'a character' if len(unknown) == 1 else 'characters'} "
+                         f"outside the model's vocabulary: {shown}; the vocabulary is the "
+                         f"{len(vocabulary)} characters of the text it was trained on")
 
 
 def plot(history, val_loss_all, unigram, bigram, path):
