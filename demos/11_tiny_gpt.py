@@ -2,22 +2,15 @@
 
 What it shows: the whole library at work on real text. A character-level language model, built
 from tinyattn's layers (embeddings, positions, causal attention blocks, LayerNorm, cross-entropy)
-and trained with AdamW, learns `pydoc_data.topics`, the pages `help("for")` shows, which every
-Python installation carries (no download; they differ a little between Python versions, and so do
-the counts printed at the start, the baselines and the losses). It is scored against two counting
-models (the baselines to beat), writes before and after training, is timed writing with and
-without the key/value cache, draws its loss curves and saves a checkpoint that `--sample` reads.
+and trained as nanoGPT trains its own, learns `pydoc_data.topics`, the pages `help("for")` shows,
+which every Python installation carries (no download; they differ a little between Python
+versions, and so do the counts printed at the start, the baselines and the losses). It is scored
+against two counting models (the baselines to beat), writes before and after training, is timed
+writing with and without the key/value cache, draws its loss curves and saves a checkpoint that
+`--sample` reads.
 
     python demos/11_tiny_gpt.py [output folder] [--quick] [--positional sinusoidal]
     python demos/11_tiny_gpt.py --sample tinyattn-demos/tiny_gpt.npz --prompt "The " [--length N]
-
-The recipe is nanoGPT's for a laptop CPU (`train_shakespeare_char` with the sizes of its README's
-CPU command: the settings below), on `nn.CausalTransformer`. Unlike nanoGPT's model, the output
-layer is not tied to the token embedding, the Linear layers have biases and the weights start as
-PyTorch initialises them (the embedding from N(0, 1)). The warm-up differs a little too:
-`ta.optim.warmup_cosine_lr` rises as lr * (step + 1) / 100 and reaches 1e-3 at step 99, where
-nanoGPT's `get_lr` rises as lr * (step + 1) / 101 and reaches it at step 100 (every warm-up rate
-1% lower); from step 100 on the two schedules are the same.
 
 Positions: sinusoidal (the fixed table of "Attention Is All You Need"), where nanoGPT learns them;
 `--positional` trains with the others. Their loss on the whole validation part, with the seeds (of
@@ -53,9 +46,9 @@ import tinyattn.nn as nn
 from tinyattn.nn.module import read_checkpoint, write_checkpoint
 
 # %% [markdown]
-# ## The data
-# The text as numbers (each character's index in the sorted list of the distinct ones), the first
-# 90% to train on, the rest to validate; an example is a window and the same window one later.
+# The data: the text as numbers (each character's index in the sorted list of the distinct ones),
+# the first 90% to train on, the rest to validate; an example is a window and the same window one
+# character later.
 
 # %%
 SEED = 0                    # of the weights and the batches; the held-out windows use SEED + 1
@@ -94,9 +87,13 @@ def random_windows(data, random, count):
 
 
 # %% [markdown]
-# ## The settings
-# The model's sizes, the training recipe and how it writes; quick mode (the tests) keeps the model
-# and shortens the rest.
+# The settings: nanoGPT's recipe for a laptop CPU (`train_shakespeare_char` with the sizes of its
+# README's CPU command), on `nn.CausalTransformer`; the quick run (the tests, a notebook) keeps the
+# model and shortens the rest. Unlike nanoGPT's model, the output layer is not tied to the token
+# embedding, the Linear layers have biases and the weights start as PyTorch initialises them (the
+# embedding from N(0, 1)); and `ta.optim.warmup_cosine_lr` rises as lr * (step + 1) / 100, reaching
+# 1e-3 at step 99, where nanoGPT's `get_lr` rises as lr * (step + 1) / 101, reaching it at step 100
+# (every warm-up rate 1% lower); from step 100 on the two schedules are the same.
 
 # %%
 SIZES = dict(embed_dim=128, num_heads=4, num_layers=4, max_len=CONTEXT)     # dropout 0: the default
@@ -118,9 +115,9 @@ def build_model(vocab_size, positional, **sizes):
 
 
 # %% [markdown]
-# ## Training
-# Each step: BATCH random windows, the mean cross-entropy of the next-character predictions,
-# backward, the gradient norm clipped, AdamW; every `eval_every` steps, the loss on fixed windows.
+# Training: at each step BATCH random windows, the mean cross-entropy of the next-character
+# predictions, backward, the gradient norm clipped, AdamW; every `eval_every` steps, the loss on
+# fixed held-out windows of both parts, a row of the table.
 
 # %%
 def loss_of(model, ids, targets):
@@ -194,9 +191,9 @@ def train(model, train_data, held_out, settings):
 
 
 # %% [markdown]
-# ## The baselines to beat
-# Two models that count: how often each character comes (unigram), and how often after the one
-# before it (bigram). A model that beats the bigram uses more than the last character.
+# The baselines to beat, two models that count: how often each character comes (unigram), and how
+# often after the one before it (bigram). A model that beats the bigram uses more than the last
+# character.
 
 # %%
 def baselines(train, val, vocab_size):
@@ -219,9 +216,8 @@ def consecutive_batches(data, count=48):
 
 
 # %% [markdown]
-# ## Writing
-# The model continues the prompt one character at a time, seeded alike before and after training,
-# so that the two samples differ only by what it learned.
+# Writing: the model continues the prompt one character at a time, seeded alike before and after
+# training, so that the two samples differ only by what it learned.
 
 # %%
 def write(model, vocabulary, prompt, length):
@@ -232,11 +228,11 @@ def write(model, vocabulary, prompt, length):
 
 
 # %% [markdown]
-# ## The experiment, and the cache's speed
-# As the model sees at most 64 characters, the key/value cache saves work for the first 64 only
-# (then the window slides and `generate` rebuilds the cache at every step), so its speed is
-# measured within the first 64. At this size a step of writing is some 160 small ops whose cost is
-# mostly the engine's own per-op work: the cache's savings are modest.
+# `main` runs the parts in order and returns the numbers; last, the cache's speed. As the model sees
+# at most 64 characters, the key/value cache saves work for the first 64 only (then the window
+# slides and `generate` rebuilds the cache at every step), so its speed is measured within the
+# first 64. At this size a step of writing is some 160 small ops whose cost is mostly the engine's
+# own per-op work: the cache's savings are modest.
 
 # %%
 def main(argv=None):
@@ -294,9 +290,8 @@ def main(argv=None):
 
 
 # %% [markdown]
-# ## Plumbing
-# What the experiment needs but is not about: the command line, what it prints, the checkpoint and
-# `--sample`, the plot, and the README's entry.
+# Plumbing, what the experiment needs but is not about: the command line, what it prints, the
+# checkpoint and `--sample`, the plot, and the README's entry.
 
 # %%
 def command_line(argv):
@@ -474,6 +469,9 @@ README_ENTRY = """\
     seed {seed}, prompt "{prompt}"; ↵ marks a line break): `{sample_shown}`
 
     ![loss curves against the unigram and bigram baselines](docs/pictures/tiny_gpt_loss.png)"""
+
+# %% [markdown]
+# Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
 
 # %%
 if __name__ == "__main__":
