@@ -13,20 +13,13 @@ writing with and without the key/value cache, draws its loss curves and saves a 
     python demos/11_tiny_gpt.py --sample tinyattn-demos/tiny_gpt.npz --prompt "The " [--length N]
 
 Positions: sinusoidal (the fixed table of "Attention Is All You Need"), where nanoGPT learns them;
-`--positional` trains with the others. Their loss on the whole validation part, with the seeds (of
-the weights, the batches and the held-out windows) 0, 1 and 2:
-
-    learned      1.38  1.40            the bar: 1.40
-    sinusoidal   1.30  1.33  1.32
-    alibi        1.33
-    rope         1.26  1.28
-
-Learned positions start as N(0, 1) noise, to be learned in 2,000 steps. RoPE learns best but
-writes worst: `generate` keeps a window of the last 64 characters only for a table of positions
-(sinusoidal, learned), as nanoGPT does, so past 64 characters a RoPE model sees its queries and
-keys rotated by distances it never saw, and its sample turns to gibberish after a line or two;
-ALiBi, made to extrapolate, keeps writing, and sinusoidal positions always write in the setting
-they were trained in.
+`--positional learned` (or alibi, rope) trains with another, and prints its validation loss to
+compare. Learned positions start as N(0, 1) noise, to be learned in 2,000 steps. A RoPE model can
+reach a low loss and still write badly: `generate` keeps a window of the last 64 characters only
+for a table of positions (sinusoidal, learned), as nanoGPT does, so past 64 characters a RoPE
+model sees its queries and keys rotated by distances it never saw in training; ALiBi, made to
+extrapolate, degrades more gently, and a table of positions always writes in the setting it was
+trained in.
 
 `--quick` trains for 15 steps (what the tests run). The full run's time, as `demos/regenerate.py`
 measured it, ends the demo's entry in the README.

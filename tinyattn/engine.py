@@ -189,7 +189,7 @@ def backward_sweep(root, seed, retain_graph=False):
                 heapq.heappush(queue, (-parent.order, parent))
             else:
                 pending[parent] = summed + parent_grad
-        if node.saved is not None and node.saves_arrays and not retain_graph:
+        if node.saved and node.saves_arrays and not retain_graph:
             node.saved = None
 
 
