@@ -100,3 +100,21 @@ def test_every_picture_the_readme_shows_exists_and_docs_pictures_holds_no_other(
               for path in regenerate.pictures_linked(regenerate.README.read_text())}
     assert linked and all(path.is_file() for path in linked)
     assert set(regenerate.PICTURES.iterdir()) == linked | {regenerate.RESULTS}
+
+
+def python_blocks(text):
+    """The README's ```python code blocks that are whole programs (they import tinyattn; the
+    others show part of a file), in order."""
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    return [block for block in blocks if "import tinyattn as ta" in block]
+
+
+def test_every_python_block_of_the_readme_runs(monkeypatch, capsys):
+    """The Ten lines, GPT-2 from the fixture, and the recipe for an op of your own: each block as
+    a reader would paste it, run from the repository's root."""
+    blocks = python_blocks(regenerate.README.read_text())
+    assert len(blocks) >= 3
+    monkeypatch.chdir(regenerate.ROOT)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert "Attention is all you need" in capsys.readouterr().out

@@ -9,6 +9,9 @@ Read this file top to bottom:
   4. `Tensor`    a NumPy array (`.data`) with a node (`_node`): a `Function` if an op made it, a
                  `Leaf` if the user asked for its gradient, None for a constant. Its operators
                  (`a + b`, `a @ b`, ...) call the op classes in `tinyattn/ops/`.
+  5. `switches`  what `no_grad()`, `retain_grads()` and the doors of arguments.py switch off or
+                 on for the length of a `with` block: recording the graph, keeping every
+                 output's .grad, checking arguments. `Function.apply` reads them.
 
 The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
 ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every

@@ -1,17 +1,19 @@
 r"""GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
 
 Read next to section 2.2, "Input Representation", of the GPT-2 paper (Radford et al. 2019,
-"Language Models are Unsupervised Multitask Learners"). Text becomes token ids in four steps:
+"Language Models are Unsupervised Multitask Learners"). Text becomes token ids in four steps
+(the paper explains bytes first; `encode` cuts the text into words first, then turns each word
+into bytes, which gives the same symbols):
 
-1. Bytes. The text is encoded as UTF-8, so any string is a sequence of the 256 byte values: no
-   character is ever unknown. To keep working with strings, each byte is shown as one printable
-   character (`bytes_to_unicode`: the printable bytes stand for themselves, the others, space
-   included, for characters from U+0100 on: a space is "Ġ", a newline "Ċ").
-2. Pre-tokenising. A pattern (PATTERN) cuts the text into words before any merge, so that BPE
+1. Pre-tokenising. A pattern (PATTERN) cuts the text into words before any merge, so that BPE
    never merges across kinds of characters: "dog." and "dog!" share the token "dog" instead of
    each taking a token of its own. The pieces are English contractions ('s 't 're 've 'm 'll 'd),
    runs of letters, runs of numbers, runs of other symbols, each with at most one space in front,
    and runs of whitespace (the last space of a run goes to the word after it, as its " " prefix).
+2. Bytes. Each word is encoded as UTF-8, so any string is a sequence of the 256 byte values: no
+   character is ever unknown. To keep working with strings, each byte is shown as one printable
+   character (`bytes_to_unicode`: the printable bytes stand for themselves, the others, space
+   included, for characters from U+0100 on: a space is "Ġ", a newline "Ċ").
 3. Merges. Within each word, the pair of neighbouring symbols that comes first in the merges
    list (its rank) is joined into one symbol, everywhere in the word; then the next, until no
    neighbouring pair is in the list (`GPT2Tokenizer.bpe`). The list is what training learned:

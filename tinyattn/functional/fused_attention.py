@@ -37,7 +37,7 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
     pair of blocks visible.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    every_pair = np.ones(block_counts(query.shape[-2], key.shape[-2], block_size), bool)
+    every_pair = np.ones(block_counts(query.shape[-2], key.shape[-2], block_size), bool)  # (Lb, Sb)
     return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size, layout=every_pair)
 

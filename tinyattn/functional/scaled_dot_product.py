@@ -35,9 +35,9 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     below, with the attention weights (..., L, S) too."""
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)   # a Python float: no upcast
-    allowed, additive = split_mask(attn_mask, query.dtype)
+    allowed, additive = split_mask(attn_mask, query.dtype)   # (..., L, S) bool, float, or None
     if is_causal:
-        allowed = causal_mask(L, S, allowed)
+        allowed = causal_mask(L, S, allowed)                    # (..., L, S), j <= i
 
     scores = (query @ key.mT) * scale                  # (..., L, S)
     if additive is not None:

@@ -1,6 +1,7 @@
-"""Layers, built from tinyattn's ops. Read in this order: module, layers, attention, transformer,
-decoder (self- and cross-attention), experts; then pretrained (GPT-2's checkpoint layout, which
-CausalTransformer.from_pretrained reads and save_pretrained writes)."""
+"""Layers, built from tinyattn's ops. Read in this order: module, layers, multi_head_attention,
+transformer (chapter 1); decoder (self- and cross-attention) and experts (chapter 2); pretrained
+(GPT-2's checkpoint layout, which CausalTransformer.from_pretrained reads and save_pretrained
+writes), after safetensors.py and tokenizer.py (chapter 3)."""
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
                                 PositionalEncoding)

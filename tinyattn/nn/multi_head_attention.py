@@ -67,7 +67,8 @@ def cache_fits(cache, name, shape, dtype, num_heads, head_dim):
 class MultiHeadAttention(Module):
     """Multi-head attention with batch-first inputs (B, T, E), as in "Attention Is All You Need".
 
-    forward(query, key=None, value=None, attn_mask=None, is_causal=False) -> (output, weights):
+    forward(query, key=None, value=None, attn_mask=None, is_causal=False, cache=None)
+    -> (output, weights):
     `key` defaults to `query` (self-attention) and `value` to `key`; for cross-attention pass the
     other sequence as `key`. `weights` are per head, (B, num_heads, L, S).
 

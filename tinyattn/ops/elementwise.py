@@ -213,15 +213,15 @@ class Gelu(Function):
     """
 
     def forward(self, x):
-        e = np.multiply(x, x, out=scratch(x))
-        e *= 0.044715
-        e += 1.0
-        e *= x
-        e *= -2.0 * SQRT_2_OVER_PI              # -2u = -2c (x + 0.044715 x^3)
+        s = np.multiply(x, x, out=scratch(x))   # one array, turned into s step by step:
+        s *= 0.044715
+        s += 1.0
+        s *= x
+        s *= -2.0 * SQRT_2_OVER_PI              # -2u = -2c (x + 0.044715 x^3)
         with np.errstate(over="ignore"):        # inf for a very negative u: then s = 0, its limit
-            np.exp(e, out=e)                    # e^(-2u)
-        e += 1.0
-        s = np.divide(1.0, e, out=e)            # s = 1 / (1 + e^(-2u))
+            np.exp(s, out=s)                    # e^(-2u)
+        s += 1.0
+        np.divide(1.0, s, out=s)                # s = 1 / (1 + e^(-2u))
         self.saved = (x, s)
         return np.multiply(x, s, out=scratch(x))
 

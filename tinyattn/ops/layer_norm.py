@@ -35,10 +35,11 @@ class LayerNorm(Function):
 
     def forward(self, x, weight, bias, eps):
         mu = row_mean(x)                                                 # (..., 1)
-        xhat = x - mu                                                    # (..., N)
-        variance = row_mean(xhat * xhat)                                 # (..., 1)
+        centered = x - mu                                                # (..., N)
+        variance = row_mean(centered * centered)                         # (..., 1)
         inv_sigma = 1.0 / np.sqrt(variance + eps)                        # (..., 1)
-        xhat *= inv_sigma
+        xhat = centered                                                  # (..., N)
+        xhat *= inv_sigma               # in place: centered's array becomes xhat
         self.saved = (xhat, inv_sigma, weight)
         return xhat * weight + bias
 

@@ -26,7 +26,7 @@ class Matmul(Function):
     transposed view of W, so dL/db comes out laid out as W, and so does W's `.grad` once the
     transpose is undone. (In the row-major layout of a plain product, W's gradient would be
     column-major, and every optimizer step, which walks each weight together with its gradient
-    and moments, would read the gradient across its rows: AdamW took twice as long on bench 3.)
+    and moments, would read the gradient across its rows, a slow walk through memory.)
     """
 
     def forward(self, a, b):

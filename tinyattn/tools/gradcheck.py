@@ -60,11 +60,15 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=
         if not abs(c.analytical - c.numerical) <= atol + rtol * abs(c.numerical):
             place = (f"direction {c.where[1]}" if c.where and c.where[0] == "direction"
                      else f"element {c.where}")
+            dtype = inputs[c.input].dtype
+            low_precision = ("" if dtype == np.float64 else
+                             f"; the input is {dtype}, whose rounding swamps differences of "
+                             f"eps = {eps:g}: check in float64")
             raise GradcheckError(
                 f"gradcheck: input {c.input} (shape {inputs[c.input].shape}), {place}: "
                 f"analytical gradient {c.analytical:.8g}, numerical {c.numerical:.8g} "
                 f"(difference {abs(c.analytical - c.numerical):.3g}, allowed "
-                f"{atol + rtol * abs(c.numerical):.3g})")
+                f"{atol + rtol * abs(c.numerical):.3g}){low_precision}")
     return True
 
 
