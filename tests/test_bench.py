@@ -148,7 +148,7 @@ def test_the_gpt2_generation_bench_runs_alone_without_transformers(capsys):
                                                    **TINY_GPT2)
     assert list(speeds) == ["tinyattn"] and speeds["tinyattn"] > 0
     out = capsys.readouterr().out
-    assert "(torch not installed: tinyattn is measured alone)" in out
+    assert "not installed: tinyattn is measured alone)" in out     # which depends on the machine
     assert "tinyattn " in out and "tokens/s" in out
 
 
