@@ -246,7 +246,8 @@ def scratch(x):
     """A new array of x's shape, for a fused op to compute in: floating-point (float64 for an
     integer x, as NumPy's arithmetic would give) and an array even for a 0-d x, whose x * x would
     be a NumPy scalar, which `out=` cannot take."""
-    return np.empty(np.shape(x), dtype=np.result_type(x, 1.0))
+    x = np.asarray(x)
+    return np.empty(x.shape, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 class Where(Function):
