@@ -17,10 +17,11 @@ class Matmul(Function):
     Two special cases, both NumPy's rules or their cost:
     * A 1-D `a` acts as a one-row matrix, a 1-D `b` as a one-column matrix, and that axis is
       dropped from the output; backward puts it back into grad and takes it out of the result.
-    * A 2-D `b` shared by a batch of `a`s (the weight of a Linear layer): the batch is folded into
-      rows, so that each of out, dL/da and dL/db is one 2-D product, (rows, k) @ (k, n), and not
-      one small product per batch element (NumPy's `@` loops over the batch). dL/db sums
-      a^T @ grad over the batch, which is the same one product: (rows, k)^T @ (rows, n).
+    * A 2-D `b` shared by a batch of `a`s (the weight of a Linear layer): `product` folds the batch
+      into rows, so that out and dL/da are each one 2-D product, (rows, k) @ (k, n), and not one
+      small product per batch element (NumPy's `@` loops over the batch); and dL/db, a^T @ grad
+      summed over the batch, is the same one product, (rows, k)^T @ (rows, n)
+      (`rows_transposed_times`).
 
     Whenever b is one matrix, dL/db is written in b's memory layout. A Linear layer's b is W.T, a
     transposed view of W, so dL/db comes out laid out as W, and so does W's `.grad` once the
@@ -31,7 +32,7 @@ class Matmul(Function):
 
     def forward(self, a, b):
         self.saved = (a, b)
-        return rows_times_matrix(a, b) if b.ndim == 2 and a.ndim > 2 else a @ b
+        return product(a, b)
 
     def backward(self, grad):
         a, b = self.saved
@@ -40,17 +41,16 @@ class Matmul(Function):
             b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)   # b (k, 1), grad (..., m, 1)
         if a_is_vector:
             a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)   # a (1, k), grad (..., 1, n)
-        shared_b = b.ndim == 2 and a.ndim > 2
         grad_a = grad_b = None
         if self.needs_grad(0):
-            grad_a = rows_times_matrix(grad, b.T) if shared_b else grad @ b.swapaxes(-1, -2)
+            grad_a = product(grad, b.swapaxes(-1, -2))                     # grad @ b^T
             if a_is_vector:
                 grad_a = grad_a[..., 0, :]
         if self.needs_grad(1):
-            if b.ndim == 2:     # one matrix b: one 2-D product, written in b's layout (above)
-                grad_b = np.matmul(as_rows(a).T, as_rows(grad), out=np.empty_like(b))
+            if b.ndim == 2:     # one matrix b: its gradient summed over the batch, in b's layout
+                grad_b = rows_transposed_times(a, grad, layout_of=b)       # a^T @ grad
             else:
-                grad_b = a.swapaxes(-1, -2) @ grad
+                grad_b = a.swapaxes(-1, -2) @ grad                         # a^T @ grad
             if b_is_vector:
                 grad_b = grad_b[..., 0]
         return grad_a, grad_b
@@ -70,12 +70,21 @@ class Matmul(Function):
                              f"and {b.shape[:-2]} do not broadcast") from None
 
 
+def product(x, y):
+    """x @ y, as one 2-D product of the rows of x when y is one matrix shared by a batch of xs:
+    (..., k) @ (k, n) -> (..., n)."""
+    if y.ndim != 2 or x.ndim <= 2:
+        return x @ y
+    return (as_rows(x) @ y).reshape(*x.shape[:-1], y.shape[-1])
+
+
+def rows_transposed_times(x, g, layout_of):
+    """x^T @ g summed over the batch axes, (..., m, k) and (..., m, n) -> (k, n): one product of
+    the rows, (rows, k)^T @ (rows, n), written into an array laid out as `layout_of`."""
+    return np.matmul(as_rows(x).T, as_rows(g), out=np.empty_like(layout_of))
+
+
 def as_rows(x):
     """(..., n) as (rows, n): every leading axis folded into one. (Not -1: it cannot be inferred
     when n is 0.)"""
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-
-
-def rows_times_matrix(x, matrix):
-    """(..., k) @ (k, n) -> (..., n) as one 2-D product of the rows of x with the matrix."""
-    return (as_rows(x) @ matrix).reshape(*x.shape[:-1], matrix.shape[-1])

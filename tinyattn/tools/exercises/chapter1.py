@@ -548,7 +548,8 @@ MATMUL = Exercise(
     "matmul", 1, "the backward of matmul, with batches that broadcast",
     "tinyattn.ops.matmul", ("Matmul.backward",),
     read_first="README, \"The matmul adjoint\"; the docstring of Matmul in tinyattn/ops/matmul.py "
-               "(the 1-D and shared-matrix cases), and as_rows and rows_times_matrix below it",
+               "(the 1-D and shared-matrix cases), and product and rows_transposed_times below "
+               "it",
     checks=(
         gradient_rows("matmul", "matmul batched", "matmul shared weight", "matmul shared left",
                       "matmul broadcast batch", "matmul vector left", "matmul vector right",
@@ -565,25 +566,19 @@ MATMUL = Exercise(
         "swapaxes(-1, -2) is. The sweep sums the broadcast batch axes back for you.",
         "A 1-D operand: make it a one-row (a) or one-column (b) matrix, with grad given the axis "
         "the product dropped, then take that axis out of its gradient again.",
-        "A 2-D b shared by a batch of a's: fold the batch into rows (as_rows), so that dL/db is "
-        "one product (rows, k)^T @ (rows, n), summed over the batch by the product itself.",
-    ),
-    equivalent_mutants=(
-        ("Matmul.backward: shared_b = b.ndim == 2 and a.ndim > 2 :: a.ndim > 2 -> a.ndim >= 2",
-         "a 2-D a folded into rows is a itself: both paths make the same two products"),
-        ("Matmul.backward: shared_b = b.ndim == 2 and a.ndim > 2 :: 2 -> 3 (again)",
-         "the shared-matrix path is a faster way to the same numbers: without it, dL/db is one "
-         "product per batch element, which the sweep sums back to b's shape"),
+        "A 2-D b shared by a batch of a's: `product` folds the batch into rows for dL/da, and "
+        "rows_transposed_times makes dL/db one product (rows, k)^T @ (rows, n), summed over the "
+        "batch by the product itself.",
     ),
     wrong_versions=(
         Wrong("dL/da with its factors in the wrong order: b^T @ grad",
-              (("grad @ b.swapaxes(-1, -2)", "b.swapaxes(-1, -2) @ grad"),)),
+              (("product(grad, b.swapaxes(-1, -2))", "b.swapaxes(-1, -2) @ grad"),)),
         Wrong("the transposes swapped in dL/db: a @ grad^T",
               (("a.swapaxes(-1, -2) @ grad", "a @ grad.swapaxes(-1, -2)"),)),
         Wrong("`.T` on a batch, which reverses every axis",
               (("a.swapaxes(-1, -2) @ grad", "a.T @ grad"),)),
         Wrong("the shared matrix's transpose forgotten in dL/da",
-              (("rows_times_matrix(grad, b.T)", "rows_times_matrix(grad, b)"),)),
+              (("product(grad, b.swapaxes(-1, -2))", "product(grad, b)"),)),
     ),
 )
 
