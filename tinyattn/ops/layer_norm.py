@@ -5,6 +5,7 @@ divide, multiply, add: nine nodes, each keeping its own arrays).
 import numpy as np
 
 from tinyattn.engine import Function
+from tinyattn.ops.softmax import summed
 
 
 class LayerNorm(Function):
@@ -54,10 +55,6 @@ class LayerNorm(Function):
 
 def row_mean(x):
     """The mean of each row of x (its last axis, of N elements), kept as an axis of size 1:
-    (..., N) -> (..., 1), as x.mean(axis=-1, keepdims=True).
-
-    Computed as a matrix-vector product, x @ (1, ..., 1) / N, which sums the rows all at once:
-    NumPy's reduction along a short last axis goes row by row, several times slower for
-    activations of the size of bench 3's.
-    """
-    return (x @ np.ones(x.shape[-1], dtype=x.dtype) / x.shape[-1])[..., np.newaxis]
+    (..., N) -> (..., 1), as x.mean(axis=-1, keepdims=True); summed as softmax's sums are (one
+    matrix-vector product for all the rows, `summed`)."""
+    return summed(x, -1) / x.shape[-1]
