@@ -288,8 +288,7 @@ def main(argv=None):
 
 # %%
 def command_line(argv):
-    """The arguments every demo has and this one's; BLAS on one thread, and the memory NumPy frees
-    kept for the next step (`demo_tools.keep_freed_memory`: without it every step is slower)."""
+    """The arguments every demo has and this one's; BLAS on one thread."""
     parser = demo_tools.argument_parser(__doc__)
     parser.add_argument("--positional", default=POSITIONAL, choices=nn.transformer.POSITIONAL,
                         help=f"how the model knows positions (default: {POSITIONAL})")
@@ -300,7 +299,6 @@ def command_line(argv):
                         help="with --sample: how many characters to write")
     args = parser.parse_args(argv)
     demo_tools.one_blas_thread()
-    demo_tools.keep_freed_memory()
     return args
 
 

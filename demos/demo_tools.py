@@ -18,7 +18,6 @@ one thread, for the rest of the process, with threadpoolctl when it is installed
 `dev` extras install it); without it, `OPENBLAS_NUM_THREADS=1` in the environment does the same.
 """
 import argparse
-import ctypes
 import os
 import pathlib
 import sys
@@ -109,30 +108,6 @@ def blas_threads():
         return None
     return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"),
                default=None)
-
-
-def keep_freed_memory():
-    """Ask the C allocator (glibc's malloc, on Linux) to keep the memory NumPy frees, for the
-    arrays allocated next, instead of giving it back to the system.
-
-    A training step allocates and frees arrays of the same sizes over and over (activations,
-    gradients, temporaries). By default, once more than about twice the largest recently freed
-    block lies free at the top of its heap, glibc returns it to the system, and the next
-    allocations have the system hand it back page by page, each 4 KB page zero-filled on a page
-    fault: tens of megabytes per step of demo 11's training, paid in processor time that is no
-    part of the model's work (`/usr/bin/time -v` counts the faults). Raising both thresholds
-    keeps that memory in the process (arrays up to 32 MB come from the heap, and up to 512 MB of
-    it stays free for reuse). Elsewhere (macOS, Windows, another C library) nothing changes.
-    """
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
-    mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3        # glibc's names for mallopt's parameters
 
 
 def pyplot():

@@ -9,12 +9,15 @@
     tokenizer.py         GPT-2's tokens
     tools/               around it: gradient checks, the command line, benchmarks, drawing
 """
+from tinyattn.plumbing import keep_freed_memory
 from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
 from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn.tools.gradcheck import gradcheck, GradcheckError
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
+
+keep_freed_memory()     # the allocator keeps freed memory for the next step: see its docstring
 
 __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
            "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed",

@@ -34,8 +34,8 @@ import weakref
 
 import numpy as np
 
-from tinyattn.plumbing import (LEGACY_PROMOTION, ArrayProtocols, TensorIndexError, as_operand,
-                               data_of, numbers_in_dtype, numeric_array)
+from tinyattn.plumbing import (ArrayProtocols, TensorIndexError, data_of, numeric_array,
+                               operand_arrays)
 
 _node_counter = itertools.count()
 
@@ -83,16 +83,8 @@ class Function:
         output gets this node. NumPy's complaints (shapes that do not broadcast, an index out of
         range) come back as tinyattn errors naming the op."""
         node = cls()
-        arrays, parents = [], []
-        for x in inputs:
-            if isinstance(x, Tensor):
-                arrays.append(x.data)
-                parents.append(x._node)            # None for a tensor that needs no gradient
-            else:
-                arrays.append(as_operand(x, cls.name))    # a number or an array: a constant
-                parents.append(None)
-        if LEGACY_PROMOTION:                       # NumPy 1.26: plumbing.numbers_in_dtype says why
-            arrays = numbers_in_dtype(arrays)
+        arrays = operand_arrays(inputs, cls.name)   # a tensor's data; a number or array as is
+        parents = [x._node if isinstance(x, Tensor) else None for x in inputs]   # None: constant
         try:
             if cls.check is not None and switches.checking:
                 node.check(*arrays, **params)

@@ -109,26 +109,14 @@ class Adam(Optimizer):
                 self.m[i], self.v[i] = np.zeros_like(p.data), np.zeros_like(p.data)
                 self.steps[i] = 0
             self.steps[i] += 1
-            m, v = self.m[i], self.v[i]
-            correction1 = 1.0 - self.beta1 ** self.steps[i]
-            correction2 = 1.0 - self.beta2 ** self.steps[i]
+            t = self.steps[i]
             self.decay(p)
-            grad = self.gradient(p)
-            # The formula above, written in place (`*=`, `+=`, `out=`): at most one temporary array
-            # of the parameter's size at a time, where the one-line form makes nine. A step
-            # streams through every parameter, its gradient, m and v, so each pass saved counts.
-            m *= self.beta1
-            m += (1.0 - self.beta1) * grad                       # m = b1 m + (1 - b1) g
-            square = np.multiply(grad, grad)
-            square *= 1.0 - self.beta2
-            v *= self.beta2
-            v += square                                          # v = b2 v + (1 - b2) g^2
-            step = np.divide(v, correction2, out=square)         # v / (1 - b2^t)
-            np.sqrt(step, out=step)
-            step += self.eps
-            np.divide(m, step, out=step)
-            step *= self.lr / correction1     # lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-            p.data -= step
+            g = self.gradient(p)
+            self.m[i] = self.beta1 * self.m[i] + (1.0 - self.beta1) * g
+            self.v[i] = self.beta2 * self.v[i] + (1.0 - self.beta2) * g * g
+            m_hat = self.m[i] / (1.0 - self.beta1 ** t)
+            v_hat = self.v[i] / (1.0 - self.beta2 ** t)
+            p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
     def decay(self, p):
         """Decoupled weight decay, just before p's step: none in Adam, whose decay is in the
@@ -149,9 +137,7 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay)
 
     def decay(self, p):
-        """p = p - lr * weight_decay * p, for a parameter about to take a step. (In Adam's loop
-        over the parameters, not in a loop of its own: p is then read once while it is in the
-        cache, not once more.)"""
+        """p = p - lr * weight_decay * p, for a parameter about to take a step."""
         p.data *= 1.0 - self.lr * self.weight_decay
 
     def gradient(self, p):

@@ -3,10 +3,13 @@
     ArrayProtocols   how a Tensor behaves as a Python object and next to NumPy: len, iteration,
                      np.asarray(t), bool and float, comparisons, copying and pickling, its repr
     numeric_array    turning lists, numbers and arrays into NumPy arrays of numbers
-    as_operand       how a constant operand (a number, an array) meets a tensor's dtype (and
-                     numbers_in_dtype, the same on NumPy 1.26)
+    operand_arrays   what an op computes on: each tensor's data, and each constant (a number,
+                     an array) as NumPy should meet it, on NumPy 1.26 too
     checked_axes     NumPy's rules for the axes of a reduction or a permutation
+    keep_freed_memory  the one speed setting of the whole library (`import tinyattn` applies it)
 """
+import ctypes
+
 import numpy as np
 
 INTEGERS = (int, np.integer)
@@ -35,6 +38,13 @@ def numeric_array(data, op, dtype=None):
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{op}: expected numbers, got an array of dtype {array.dtype}")
     return array
+
+
+def operand_arrays(inputs, op):
+    """The arrays `op` computes on: each tensor's `.data`, each constant made an operand
+    (`as_operand`); on NumPy 1.26, numbers then take the arrays' dtype (`numbers_in_dtype`)."""
+    arrays = [x.data if isinstance(x, ArrayProtocols) else as_operand(x, op) for x in inputs]
+    return numbers_in_dtype(arrays) if LEGACY_PROMOTION else arrays
 
 
 def as_operand(value, op):
@@ -159,3 +169,28 @@ class ArrayProtocols:
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
+
+
+def keep_freed_memory():
+    """Ask the C allocator (glibc's malloc, on Linux) to keep the memory NumPy frees, for the
+    arrays allocated next, instead of giving it back to the system.
+
+    A training step allocates and frees arrays of the same sizes over and over: activations,
+    gradients, and the temporaries of every formula written plainly (`0.5 * x * (1.0 + t)` makes
+    three arrays as large as x). By default, glibc returns large freed blocks to the system, and
+    the next allocations have the system hand them back page by page, each 4 KB page zero-filled
+    on a page fault: processor time that is no part of the model's work. Raising both thresholds
+    keeps that memory in the process (arrays up to 32 MB come from the heap, and up to 512 MB of
+    it stays free for reuse), so the ops can be written as their formulas and still run at
+    NumPy's speed; `dev/measure_tricks.py` measures what it saves on a training step. Elsewhere
+    (macOS, Windows, another C library) nothing changes.
+    """
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
+    mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3        # glibc's names for mallopt's parameters

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from tinyattn import ops
+from tinyattn.ops.flash_attention import FlashAttention
 from tinyattn.arguments import at_least, default_scale, door, number, optional
 from tinyattn.plumbing import data_of, numeric_array
 
@@ -32,13 +32,13 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
 
     Queries and keys are taken `block_size` at a time: no array of scores is larger than
     (..., block_size, block_size), and what is kept for backward besides the inputs and the output
-    is one number per query. See `tinyattn.ops.FlashAttention` for the algorithm, for the choice of
+    is one number per query. See `tinyattn.ops.flash_attention.FlashAttention` for the algorithm, for the choice of
     the block size, and for where its cost is measured. It is `block_sparse_attention` with every
     pair of blocks visible.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     every_pair = np.ones(block_counts(query.shape[-2], key.shape[-2], block_size), bool)  # (Lb, Sb)
-    return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
+    return FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size, layout=every_pair)
 
 
@@ -88,9 +88,9 @@ def block_sparse_attention(query, key, value, layout, block_size=64, is_causal=F
     batch: a layout per head, say. `is_causal` keeps key j <= i as well; `scale` defaults to
     1 / sqrt(E). The layouts of the patterns of the Sparse Transformer and Longformer are in
     `sparse_patterns` (`local_layout`, `strided_layout`, `sparse_transformer_layout`,
-    `global_layout`); layouts combine with | and &. See `tinyattn.ops.FlashAttention` for the
+    `global_layout`); layouts combine with | and &. See `tinyattn.ops.flash_attention.FlashAttention` for the
     algorithm: `flash_attention` is this function with every pair visible.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    return ops.FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
+    return FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,
                                     block_size=block_size, layout=layout)

@@ -190,64 +190,30 @@ class Elu(Function):
 class Gelu(Function):
     """GELU in its tanh form (GPT-2's; PyTorch's `gelu(x, approximate="tanh")`), fused:
 
-        out = 0.5 x (1 + tanh(u)),   u = c (x + 0.044715 x^3),   c = sqrt(2 / pi)
+        out = 0.5 x (1 + t),   t = tanh(u),   u = c (x + 0.044715 x^3),   c = sqrt(2 / pi)
 
-    Since 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) = sigmoid(2u), this is computed as
+    dL/dx = grad * dout/dx, by the product rule, then the chain rule through tanh
+    (d tanh(u) / du = 1 - t^2):
 
-        out = x s,   s = sigmoid(2u) = 1 / (1 + e^(-2u))
-
-    (the same function: NumPy's e^x is quicker than its tanh). dL/dx = grad * dout/dx, by the
-    product rule, then the chain rule through the sigmoid (d sigmoid(z) / dz = s (1 - s), here
-    with z = 2u):
-
-        dout/dx = s + x s (1 - s) 2 du/dx,    du/dx = c (1 + 3 * 0.044715 x^2)
+        dout/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,    du/dx = c (1 + 3 * 0.044715 x^2)
 
     Written with the primitive ops, GELU is nine nodes over arrays as large as the feed-forward
-    layer's hidden activations; fused, it saves x and s, and its backward is the one line above.
-
-    Both are computed in place, one step per line (`*=`, `+=`, `out=`), in two arrays, where the
-    one-line formulas make a new array per operation, a dozen in backward: these are the largest
-    activations of a block, and allocating them anew costs about as much as the arithmetic
-    (bench 3 times the training step this is part of). And no `x ** 3`: NumPy's float32 power
-    goes through its general function, far slower than x * x * x.
+    layer's hidden activations; fused, it saves x and t, and its backward is the line above.
+    (x * x * x, not x ** 3: NumPy's float32 power goes through its general function, far slower.)
     """
 
     def forward(self, x):
-        s = np.multiply(x, x, out=scratch(x))   # one array, turned into s step by step:
-        s *= 0.044715
-        s += 1.0
-        s *= x
-        s *= -2.0 * SQRT_2_OVER_PI              # -2u = -2c (x + 0.044715 x^3)
-        with np.errstate(over="ignore"):        # inf for a very negative u: then s = 0, its limit
-            np.exp(s, out=s)                    # e^(-2u)
-        s += 1.0
-        np.divide(1.0, s, out=s)                # s = 1 / (1 + e^(-2u))
-        self.saved = (x, s)
-        return np.multiply(x, s, out=scratch(x))
+        t = np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        self.saved = (x, t)
+        return 0.5 * x * (1.0 + t)
 
     def backward(self, grad):
-        x, s = self.saved
-        two_du_dx = np.multiply(x, x, out=scratch(x))
-        two_du_dx *= 2.0 * 3 * 0.044715 * SQRT_2_OVER_PI
-        two_du_dx += 2.0 * SQRT_2_OVER_PI      # 2 du/dx = 2c (1 + 3 * 0.044715 x^2)
-        dout_dx = np.subtract(1.0, s, out=scratch(s))
-        dout_dx *= s
-        dout_dx *= x
-        dout_dx *= two_du_dx                    # x s (1 - s) 2 du/dx
-        dout_dx += s
-        dout_dx *= grad
-        return (dout_dx,)
+        x, t = self.saved
+        du_dx = SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        return (grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx),)
 
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)     # a Python float: no float64 upcast of float32 arrays
-
-
-def scratch(x):
-    """A new array of x's shape, for a fused op to compute in: floating-point (float64 for an
-    integer x, as NumPy's arithmetic would give) and an array even for a 0-d x, whose x * x would
-    be a NumPy scalar, which `out=` cannot take."""
-    x = np.asarray(x)
-    return np.empty(x.shape, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 class Where(Function):

@@ -5,7 +5,6 @@ divide, multiply, add: nine nodes, each keeping its own arrays).
 import numpy as np
 
 from tinyattn.engine import Function
-from tinyattn.ops.softmax import summed
 
 
 class LayerNorm(Function):
@@ -35,26 +34,20 @@ class LayerNorm(Function):
     """
 
     def forward(self, x, weight, bias, eps):
-        mu = row_mean(x)                                                 # (..., 1)
+        mu = x.mean(axis=-1, keepdims=True)                              # (..., 1)
         centered = x - mu                                                # (..., N)
-        variance = row_mean(centered * centered)                         # (..., 1)
+        variance = (centered * centered).mean(axis=-1, keepdims=True)    # (..., 1)
         inv_sigma = 1.0 / np.sqrt(variance + eps)                        # (..., 1)
-        xhat = centered                                                  # (..., N)
-        xhat *= inv_sigma               # in place: centered's array becomes xhat
+        xhat = centered * inv_sigma                                      # (..., N)
         self.saved = (xhat, inv_sigma, weight)
         return xhat * weight + bias
 
     def backward(self, grad):
         xhat, inv_sigma, weight = self.saved
         g = grad * weight                                                # dL/dxhat (..., N)
-        grad_x = inv_sigma * (g - row_mean(g) - xhat * row_mean(g * xhat))
+        mean_g = g.mean(axis=-1, keepdims=True)                          # (..., 1)
+        mean_g_xhat = (g * xhat).mean(axis=-1, keepdims=True)            # (..., 1)
+        grad_x = inv_sigma * (g - mean_g - xhat * mean_g_xhat)           # (..., N)
         return (grad_x,
                 grad * xhat if self.needs_grad(1) else None,
                 grad if self.needs_grad(2) else None)
-
-
-def row_mean(x):
-    """The mean of each row of x (its last axis, of N elements), kept as an axis of size 1:
-    (..., N) -> (..., 1), as x.mean(axis=-1, keepdims=True); summed as softmax's sums are (one
-    matrix-vector product for all the rows, `summed`)."""
-    return summed(x, -1) / x.shape[-1]

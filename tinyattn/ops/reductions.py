@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from tinyattn.engine import Function
-from tinyattn.plumbing import INTEGERS, checked_axes
+from tinyattn.ops import checks
+from tinyattn.ops.checks import normalize_axes
 
 
 class Sum(Function):
@@ -57,6 +58,8 @@ class Max(Function):
     `amax` does), so the total passed back is still `grad`.
     """
 
+    check = staticmethod(checks.max_over_nonempty_axes)
+
     def forward(self, a, axis=None, keepdims=False):
         axes = normalize_axes(axis, a.ndim)
         kept = a.max(axis=axes, keepdims=True)
@@ -69,11 +72,6 @@ class Max(Function):
         is_max = a == kept
         ties = is_max.sum(axis=axes, keepdims=True, dtype=grad.dtype)   # not int64: no upcast
         return (is_max * (grad / ties),)
-
-    def check(self, a, axis=None, keepdims=False):
-        if any(a.shape[i] == 0 for i in normalize_axes(axis, a.ndim)):
-            raise ValueError(f"cannot take the max over an empty axis of a tensor of shape "
-                             f"{a.shape} (axis={axis})")
 
 
 class Cumsum(Function):
@@ -89,6 +87,7 @@ class Cumsum(Function):
     """
 
     saves_arrays = False
+    check = staticmethod(checks.cumsum_axis)
 
     def forward(self, a, axis):
         self.saved = (axis,)
@@ -98,24 +97,6 @@ class Cumsum(Function):
         axis, = self.saved
         grad_1d = np.atleast_1d(grad)
         return (np.flip(np.cumsum(np.flip(grad_1d, axis), axis=axis), axis).reshape(grad.shape),)
-
-    def check(self, a, axis):
-        if isinstance(axis, bool) or not isinstance(axis, INTEGERS):
-            raise TypeError(f"axis must be an int, got {axis!r}")
-        if a.ndim == 0 and axis not in (0, -1):
-            raise ValueError(f"axis {axis} is out of range for a 0-d tensor (0 or -1)")
-        if a.ndim > 0:
-            checked_axes((axis,), a.ndim, f"axis {axis}")
-
-
-def normalize_axes(axis, ndim):
-    """`axis` (None, an int or a tuple of ints, negative allowed) as a sorted tuple of axes >= 0."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, INTEGERS) else axis
-    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, INTEGERS) for a in axes):
-        raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}")
-    return tuple(sorted(int(a) % ndim for a in checked_axes(axes, ndim, f"axis {axis}")))
 
 
 def restore_reduced_axes(grad, axes, keepdims):

@@ -4,12 +4,13 @@ Their backward rules move the gradient back the same way: reshape it back, trans
 inverse permutation, scatter it into the indexed positions, split it at the concatenation seams.
 """
 import itertools
-import math
 
 import numpy as np
 
 from tinyattn.engine import Function, Tensor
-from tinyattn.plumbing import INTEGERS, checked_axes, data_of
+from tinyattn.ops import checks
+from tinyattn.ops.checks import resolve_shape
+from tinyattn.plumbing import INTEGERS, data_of
 
 
 class Reshape(Function):
@@ -38,6 +39,7 @@ class Transpose(Function):
     """
 
     saves_arrays = False
+    check = staticmethod(checks.permutation_of_axes)
 
     def forward(self, a, axes):
         axes = tuple(axis % a.ndim for axis in axes)      # argsort in backward needs them >= 0
@@ -48,13 +50,6 @@ class Transpose(Function):
         axes, = self.saved
         return (grad.transpose(tuple(axes.index(i) for i in range(len(axes)))),)
 
-    def check(self, a, axes):
-        if not all(isinstance(axis, INTEGERS) for axis in axes):
-            raise TypeError(f"axes must be ints, got {tuple(axes)}")
-        in_range = [axis % a.ndim for axis in axes if -a.ndim <= axis < a.ndim]
-        if len(axes) != a.ndim or sorted(in_range) != list(range(a.ndim)):
-            raise ValueError(f"axes {tuple(axes)} are not a permutation of the {a.ndim} axes "
-                             f"of a tensor of shape {a.shape}")
 
 
 BASIC_INDEX = (*INTEGERS, slice, type(None), type(Ellipsis))
@@ -66,13 +61,6 @@ class Index(Function):
     dL/da = zeros of a's shape, with grad added at the indexed positions. Added, not written: an
     integer array may pick the same element twice (as an embedding lookup of a repeated token
     does), and then that element's gradient is the sum of both uses. np.add.at does that.
-
-    np.add.at is quick when it adds numbers at positions of a 1-D array, and slow when each index
-    picks a whole row, as an embedding lookup's does (several times slower than the same sums
-    as numbers, in NumPy 2; bench 3 has such a lookup). So for an integer array along the
-    first axis, the elements of each picked row r are added at their flat positions in a,
-    r * row_size + 0, 1, ..., row_size - 1: the same sums. (A negative row counts from the end,
-    and so does its negative flat position.)
     """
 
     def forward(self, a, index):
@@ -84,13 +72,7 @@ class Index(Function):
     def backward(self, grad):
         input_shape, index = self.saved
         grad_a = np.zeros(input_shape, dtype=grad.dtype)
-        if isinstance(index, np.ndarray) and index.dtype.kind in "iu":    # rows of a (axis 0)
-            row_size = math.prod(input_shape[1:])
-            rows = index.astype(np.intp)              # (no int32 overflow in rows * row_size)
-            positions = rows[..., np.newaxis] * row_size + np.arange(row_size)
-            np.add.at(grad_a.reshape(-1), positions.reshape(-1), grad.reshape(-1))
-        else:
-            np.add.at(grad_a, index, grad)
+        np.add.at(grad_a, index, grad)
         return (grad_a,)
 
 
@@ -101,6 +83,7 @@ class Concatenate(Function):
     """
 
     saves_arrays = False
+    check = staticmethod(checks.same_shapes_outside_axis)
 
     def forward(self, *arrays, axis):
         axis %= arrays[0].ndim
@@ -112,18 +95,6 @@ class Concatenate(Function):
         axis, seams = self.saved
         return tuple(np.split(grad, seams, axis=axis))
 
-    def check(self, *arrays, axis):
-        first = arrays[0]
-        checked_axes((axis,), first.ndim, f"axis {axis}")
-        axis %= first.ndim
-
-        def without_axis(shape):
-            return shape[:axis] + shape[axis + 1:]
-        for other in arrays[1:]:
-            if other.ndim != first.ndim or without_axis(other.shape) != without_axis(first.shape):
-                raise ValueError(f"shapes {first.shape} and {other.shape} differ outside "
-                                 f"axis {axis}")
-
 
 def concatenate(tensors, axis=0):
     """Join tensors along an existing axis (NumPy's `np.concatenate`)."""
@@ -134,45 +105,17 @@ def stack(tensors, axis=0):
     """Join tensors along a new axis (NumPy's `np.stack`): each gets a size-1 axis at `axis`,
     then they are concatenated along it."""
     tensors = _as_tensors(tensors, "stack")
-    shape, ndim = tensors[0].shape, tensors[0].ndim + 1
-    checked_axes((axis,), ndim, f"axis {axis}", op="stack")
-    for t in tensors[1:]:
-        if t.shape != shape:
-            raise ValueError(f"stack: all tensors must have the same shape, got {shape} and "
-                             f"{t.shape}")
-    axis %= ndim
+    checks.stackable(tensors, axis)
+    shape, axis = tensors[0].shape, axis % (tensors[0].ndim + 1)
     return concatenate([t.reshape(shape[:axis] + (1,) + shape[axis:]) for t in tensors], axis)
 
 
 # ------------------------------------------------------------------------------------------------
 # Reading the arguments of the ops above
 
-def resolve_shape(input_shape, shape):
-    """`shape` with its one allowed -1 replaced by the size that keeps the number of elements."""
-    if not all(isinstance(n, INTEGERS) and n >= -1 for n in shape) or shape.count(-1) > 1:
-        raise ValueError(f"{shape} is not a shape: sizes must be integers >= 0, with at most "
-                         f"one -1")
-    size = math.prod(input_shape)       # math.prod on Python ints: np.prod converts to an array,
-    known = math.prod(n for n in shape if n != -1)      # slower than the reshape itself
-    if -1 in shape and known > 0 and size % known == 0:
-        shape = tuple(size // known if n == -1 else int(n) for n in shape)
-    if math.prod(shape) != size or -1 in shape:
-        raise ValueError(f"cannot reshape a tensor of shape {input_shape} ({size} elements) "
-                         f"into shape {shape}")
-    return shape
-
-
 def unpacked(sizes):
     """`reshape(2, 3)` and `reshape((2, 3))` alike: the sizes (or axes) as one tuple."""
     return tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
-
-
-def swapped_axes(ndim, axis1, axis2, op):
-    """The permutation of `ndim` axes that swaps `axis1` and `axis2`."""
-    checked_axes((axis1, axis2), ndim, f"axes {axis1} and {axis2}", op)
-    axes = list(range(ndim))
-    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-    return tuple(axes)
 
 
 def as_index(index):

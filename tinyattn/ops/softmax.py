@@ -8,34 +8,6 @@ import numpy as np
 from tinyattn.engine import Function
 
 
-def _shifted(x, axis):
-    """x minus its maximum along `axis`: the largest entry becomes 0, so exp cannot overflow.
-
-    A row whose entries are all -inf (every key masked) is left at -inf instead of becoming
-    -inf - (-inf) = NaN, and so is an empty row (its maximum is taken as -inf). An entry so far
-    below the maximum that the difference overflows (-3e38 - 3e38 in float32) becomes -inf, the
-    right limit: its exp is 0.
-    """
-    if x.dtype.kind != "f":                # integer logits: computed in float64
-        x = x.astype(np.float64)
-    row_max = x.max(axis=axis, keepdims=True, initial=-np.inf)
-    with np.errstate(over="ignore"):
-        return np.asarray(x - np.where(row_max == -np.inf, 0, row_max))   # 0-d stays an array
-
-
-def summed(x, axis):
-    """x summed along `axis`, kept as an axis of size 1: x.sum(axis=axis, keepdims=True).
-
-    Computed as a matrix-vector product with a vector of ones along `axis`, which sums all the
-    rows at once: NumPy's reduction along a short axis goes row by row, several times slower for
-    attention weights of the size of bench 3's.
-    """
-    if x.ndim == 0:
-        return x
-    ones = np.ones(x.shape[axis], dtype=x.dtype)
-    return np.expand_dims(np.moveaxis(x, axis, -1) @ ones, axis)
-
-
 class Softmax(Function):
     """out_i = exp(x_i) / sum_j exp(x_j)   along `axis`, computed as
 
@@ -54,16 +26,15 @@ class Softmax(Function):
     """
 
     def forward(self, x, axis=-1):
-        out = _shifted(x, axis)
-        np.exp(out, out=out)                # in place: these arrays can be large (B, H, L, S)
-        total = summed(out, axis)
-        out /= np.where(total == 0, 1, total)
+        exps = np.exp(shifted(x, axis))
+        total = exps.sum(axis=axis, keepdims=True)
+        out = exps / np.where(total == 0, 1, total)      # an all -inf row: 0 / 1, not 0 / 0
         self.saved = (out, axis)
         return out
 
     def backward(self, grad):
         out, axis = self.saved
-        return (out * (grad - summed(grad * out, axis)),)
+        return (out * (grad - (grad * out).sum(axis=axis, keepdims=True)),)
 
 
 class LogSoftmax(Function):
@@ -75,14 +46,29 @@ class LogSoftmax(Function):
     """
 
     def forward(self, x, axis=-1):
-        shifted = _shifted(x, axis)
+        x = shifted(x, axis)
         # An empty row takes log(0) of no entries: harmless. A row of only -inf (every key
         # masked) still warns: its log-probabilities are -inf - (-inf) = NaN, as in PyTorch.
         with np.errstate(divide="ignore"):
-            out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+            out = x - np.log(np.exp(x).sum(axis=axis, keepdims=True))
         self.saved = (out, axis)
         return out
 
     def backward(self, grad):
         out, axis = self.saved
         return (grad - np.exp(out) * grad.sum(axis=axis, keepdims=True),)
+
+
+def shifted(x, axis):
+    """x - max(x) along `axis`: the largest entry becomes 0, so exp cannot overflow.
+
+    Three edge cases, each given its limit: a row whose entries are all -inf (every key masked)
+    stays -inf instead of becoming -inf - (-inf) = NaN, and so does an empty row (its maximum is
+    taken as -inf); an entry so far below the maximum that the difference overflows (-3e38 - 3e38
+    in float32) becomes -inf, whose exp is 0. Integer logits are computed in float64.
+    """
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    row_max = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(over="ignore"):
+        return np.asarray(x - np.where(row_max == -np.inf, 0, row_max))   # 0-d stays an array

@@ -22,7 +22,7 @@ for, the sliding window against SDPA with the band as its mask, causal linear at
 itself in one chunk (the causal L x L form, no running state).
 
 `bench_long` is part 4 of `python -m tinyattn bench`. `bench_flash` sweeps flash's block sizes at
-several lengths (the trade-off is in `tinyattn.ops.FlashAttention`'s docstring), to see which
+several lengths (the trade-off is in `tinyattn.ops.flash_attention.FlashAttention`'s docstring), to see which
 does best on a given machine:
 
     OPENBLAS_NUM_THREADS=1 python -c \\
