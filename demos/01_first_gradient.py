@@ -26,6 +26,7 @@ import numpy as np
 
 import demo_tools
 import tinyattn as ta
+from tinyattn.gradient_check import central_difference, unit
 
 # %% [markdown]
 # The README's entry for this demo, which `demos/regenerate.py` fills with the number `main`
@@ -55,7 +56,8 @@ def by_hand(W, x):
 
 # %% [markdown]
 # Finite differences need no rule at all: each element of W and x is nudged both ways, and the
-# slope of the loss between the two is its derivative.
+# slope of the loss between the two is its derivative (`central_difference`, the one
+# `ta.gradcheck` uses).
 
 # %%
 def by_finite_differences(W, x, eps=1e-6):
@@ -63,13 +65,8 @@ def by_finite_differences(W, x, eps=1e-6):
     for array in (W, x):
         grad = np.zeros_like(array)
         for index in np.ndindex(array.shape):
-            original = array[index]
-            array[index] = original + eps
-            plus = loss_numpy(W, x)
-            array[index] = original - eps
-            minus = loss_numpy(W, x)
-            array[index] = original
-            grad[index] = (plus - minus) / (2 * eps)
+            grad[index] = central_difference(lambda: loss_numpy(W, x), array,
+                                             unit(array.shape, index), eps)
         grads.append(grad)
     return grads
 

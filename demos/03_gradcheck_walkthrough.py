@@ -47,7 +47,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.engine import Function
-from tinyattn.tools.gradcheck import compare_gradients
+from tinyattn.gradient_check import central_difference, compare_gradients, unit
 
 # %% [markdown]
 # The settings (step 4's values of eps, in the full and the quick run), and the README's entry for
@@ -73,24 +73,14 @@ README_ENTRY = """\
 
 
 # %% [markdown]
-# The tools of step 1: a central difference written out, and `L(x) = <v, softmax(x)>` with its
-# gradient from one backward sweep seeded with v.
+# The tools of step 1: `L(x) = <v, softmax(x)>`, and its gradient from one backward sweep seeded
+# with v. (The central difference is the library's own, `central_difference` in
+# tinyattn/gradient_check.py.)
 
 # %%
-def central_difference(loss, x, index, eps):
-    """(L(x + eps e_i) - L(x - eps e_i)) / (2 eps): x[index] nudged both ways, then put back."""
-    original = x[index]
-    x[index] = original + eps
-    loss_plus = loss(x)
-    x[index] = original - eps
-    loss_minus = loss(x)
-    x[index] = original
-    return (loss_plus - loss_minus) / (2 * eps)
-
-
-def softmax_loss(v):
-    """L(x) = <v, softmax(x)>, evaluated on a NumPy array, in that array's dtype."""
-    return lambda x: float(np.vdot(v, F.softmax(ta.tensor(x)).data))
+def softmax_loss(x, v):
+    """L(x) = <v, softmax(x)>, read from the NumPy array x at each call, in x's dtype."""
+    return lambda: float(np.vdot(v, F.softmax(ta.tensor(x)).data))
 
 
 def softmax_gradient(x, v):
@@ -134,7 +124,7 @@ class WrongSigmoid(Sigmoid):
 # %%
 def step_one_element(x, v, index):
     print(f"1. One element by hand: L(x) = <v, softmax(x)>, x and v random, shape {x.shape}")
-    numerical = central_difference(softmax_loss(v), x, index, EPS)
+    numerical = central_difference(softmax_loss(x, v), x, unit(x.shape, index), EPS)
     analytical = float(softmax_gradient(x, v)[index])
     sum_gradient = float(np.abs(softmax_gradient(x, np.ones_like(v))).max())
     print(f"numerical  dL/dx[{index}] = {numerical:+.12f}   (central difference, eps = {EPS:g})")
@@ -217,9 +207,13 @@ def step_wrong_op(random):
 def eps_errors(x, v, index, steps):
     """{dtype: errors of the central difference at each eps}, against the float64 backward."""
     truth = softmax_gradient(x, v)[index]
-    return {np.dtype(dtype).name: np.array([
-        abs(central_difference(softmax_loss(v.astype(dtype)), x.astype(dtype), index, eps) - truth)
-        for eps in steps]) for dtype in (np.float64, np.float32)}
+    errors = {}
+    for dtype in (np.float64, np.float32):
+        x_, v_ = x.astype(dtype), v.astype(dtype)
+        errors[np.dtype(dtype).name] = np.array([
+            abs(central_difference(softmax_loss(x_, v_), x_, unit(x.shape, index), eps) - truth)
+            for eps in steps])
+    return errors
 
 
 def step_eps(random, one_element, steps):

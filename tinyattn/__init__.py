@@ -14,7 +14,7 @@ from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_gr
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
 from tinyattn.safetensors import load_safetensors, save_safetensors
-from tinyattn.tools.gradcheck import gradcheck, GradcheckError
+from tinyattn.gradient_check import gradcheck, GradcheckError
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 
 keep_freed_memory()     # the allocator keeps freed memory for the next step: see its docstring

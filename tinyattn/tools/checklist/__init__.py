@@ -1,7 +1,7 @@
 """`python -m tinyattn check`: the library's gradient checks, runnable without pytest.
 
 Every row is compared against central finite differences in float64 with a random upstream
-gradient (see `tinyattn/tools/gradcheck.py`), except the rows of fused ops, compared with the
+gradient (see `tinyattn/gradient_check.py`), except the rows of fused ops, compared with the
 chain of primitive ops each replaces. The rows live in tables, one file per part of the library,
 each with OP_CASES, LAYER_CASES and/or FUSED_CASES, gathered in TABLES below; `cases.py` says what
 a row is. The test suite runs these same tables (tests/test_ops.py, tests/test_checklist.py), so
@@ -17,7 +17,7 @@ import tinyattn.nn as nn
 from tinyattn.tools.checklist import (decoder_experts, efficient_attention, fused, layers, ops,
                                      positions)
 from tinyattn.tools.checklist.cases import fused_and_composed, op_check
-from tinyattn.tools.gradcheck import compare_gradients
+from tinyattn.gradient_check import compare_gradients
 
 TABLES = [ops, layers, fused, positions, efficient_attention, decoder_experts]
 OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]

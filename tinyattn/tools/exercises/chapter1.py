@@ -14,7 +14,8 @@ from tinyattn import engine
 from tinyattn.engine import Function
 from tinyattn.ops import reductions
 from tinyattn.ops.elementwise import Tanh
-from tinyattn.tools import gradcheck
+from tinyattn import gradient_check
+from tinyattn.gradient_check import unit
 from tinyattn.tools.checklist.ops import (np_attention, np_log_softmax, np_multi_head_attention,
                                           np_softmax)
 from tinyattn.tools.exercises.checks import (difference, float32, forward_rows, gradient_rows,
@@ -724,7 +725,8 @@ def element_by_element():
     x, v = random.standard_normal((3, 4)), random.standard_normal((3, 4))
     error = 0.0
     for where in np.ndindex(x.shape):
-        estimate = gradcheck._central_difference(sine_loss(x, v), x, where, 1e-5, 1e-5)
+        direction = unit(x.shape, where)
+        estimate = gradient_check.central_difference(sine_loss(x, v), x, direction, 1e-5)
         error = max(error, abs(estimate - v[where] * np.cos(x[where])))
     return error
 
@@ -733,7 +735,7 @@ def along_a_direction():
     """Perturbing all of x along u estimates <u, dL/dx>."""
     random = np.random.default_rng(1)
     x, v, u = (random.standard_normal((4, 5)) for _ in range(3))
-    estimate = gradcheck._central_difference(sine_loss(x, v), x, ..., 1e-5 * u, 1e-5)
+    estimate = gradient_check.central_difference(sine_loss(x, v), x, u, 1e-5)
     return abs(estimate - np.vdot(u, v * np.cos(x)))
 
 
@@ -741,8 +743,8 @@ def x_left_as_it_was():
     random = np.random.default_rng(2)
     x, v = random.standard_normal((3, 4)), random.standard_normal((3, 4))
     original = x.copy()
-    gradcheck._central_difference(sine_loss(x, v), x, (1, 2), 1e-5, 1e-5)
-    gradcheck._central_difference(sine_loss(x, v), x, ..., 1e-5 * v, 1e-5)
+    gradient_check.central_difference(sine_loss(x, v), x, unit(x.shape, (1, 2)), 1e-5)
+    gradient_check.central_difference(sine_loss(x, v), x, v, 1e-5)
     return np.abs(x - original).max()
 
 
@@ -756,7 +758,7 @@ def x_restored_when_the_loss_raises():
             raise ArithmeticError("the function under test failed")
         return float(np.sum(x ** 3))
     try:
-        gradcheck._central_difference(loss, x, (3,), 1e-5, 1e-5)
+        gradient_check.central_difference(loss, x, unit(x.shape, (3,)), 1e-5)
     except ArithmeticError:
         pass
     return np.abs(x - original).max()
@@ -782,8 +784,8 @@ def catches_a_wrong_backward():
 
 CENTRAL_DIFFERENCE = Exercise(
     "central_difference", 1, "central differences, the core of gradcheck",
-    "tinyattn.tools.gradcheck", ("_central_difference",),
-    read_first="the top of tinyattn/tools/gradcheck.py (the formula, and the random "
+    "tinyattn.gradient_check", ("central_difference",),
+    read_first="the top of tinyattn/gradient_check.py (the formula, and the random "
                "directions), then compare_gradients, which calls the function you write",
     checks=(
         holds("dL/dx of sum(v sin(x)), element by element, eps = 1e-5", element_by_element, 1e-8),
@@ -796,24 +798,25 @@ CENTRAL_DIFFERENCE = Exercise(
         Check("gradcheck with it catches a wrong backward", catches_a_wrong_backward),
     ),
     hints=(
-        "Re-read the formula at the top of gradcheck.py: (L(x + eps e_i) - L(x - eps e_i)) / "
-        "(2 eps), where the perturbation p is eps e_i (or eps u for a direction).",
-        "Change x in place, x[where] = original + p, call loss(), then the same with - p: loss "
-        "reads x itself. Keep a copy of the original numbers first (np.array copies).",
+        "Re-read the formula at the top of gradient_check.py: (L(x + eps d) - L(x - eps d)) / "
+        "(2 eps), where the direction d is e_i for one element (or u for a random direction).",
+        "Change x in place, x[...] = original + eps * direction, call loss(), then the same "
+        "with - eps * direction: loss reads x itself. Keep a copy of the original numbers first "
+        "(x.copy()).",
         "Put x back in a `finally:` block, so that it is restored even when the function under "
         "test raises.",
     ),
     wrong_versions=(
         Wrong("a forward difference, (L(x + p) - L(x)) / eps",
-              (("x[where] = original - perturbation", "x[where] = original"),
+              (("x[...] = original - eps * direction", "x[...] = original"),
                ("/ (2 * eps)", "/ eps"))),
         Wrong("divided by eps, not 2 eps", (("/ (2 * eps)", "/ eps"),)),
         Wrong("x left perturbed, never restored",
-              (("    finally:\n        x[where] = original\n",
+              (("    finally:\n        x[...] = original\n",
                 "    finally:\n        pass\n"),)),
         Wrong("x restored only when the loss returns",
-              (("    finally:\n        x[where] = original\n",
-                "    except ArithmeticError:\n        raise\n    x[where] = original\n"),)),
+              (("    finally:\n        x[...] = original\n",
+                "    except ArithmeticError:\n        raise\n    x[...] = original\n"),)),
     ),
 )
 

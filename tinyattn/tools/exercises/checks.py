@@ -12,7 +12,7 @@ import tinyattn as ta
 from tinyattn.tools import checklist
 from tinyattn.tools.checklist.cases import fused_and_composed, op_check, op_inputs
 from tinyattn.tools.exercises.exercise import Check, Measured
-from tinyattn.tools.gradcheck import compare_gradients
+from tinyattn.gradient_check import compare_gradients
 
 TOLERANCE = 1e-10        # outputs in float64 against NumPy: the same arithmetic, rounded otherwise
 FLOAT32_TOLERANCE = 1e-4     # float32 against float64, relative to the largest float64 value

@@ -46,6 +46,32 @@ class Comparison(NamedTuple):
     numerical: float
 
 
+def central_difference(loss, x, direction, eps):
+    """(L(x + eps d) - L(x - eps d)) / (2 eps): the slope of L along the direction d.
+
+    `loss()` computes L from the current numbers of the array `x`; `direction` is an array of x's
+    shape: e_i (1 at element i, 0 elsewhere) for the derivative by one element, or a random
+    direction u. x is changed in place for the two evaluations and put back, also when `loss`
+    raises.
+    """
+    original = x.copy()
+    try:
+        x[...] = original + eps * direction
+        loss_plus = loss()
+        x[...] = original - eps * direction
+        loss_minus = loss()
+    finally:
+        x[...] = original
+    return (loss_plus - loss_minus) / (2 * eps)
+
+
+def unit(shape, where):
+    """e_where: an array of `shape`, 1 at the element `where`, 0 elsewhere."""
+    e = np.zeros(shape)
+    e[where] = 1.0
+    return e
+
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
     """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
 
@@ -104,12 +130,12 @@ def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
         x = inputs[i].data
         if directions is None and x.size <= FULL_JACOBIAN_LIMIT:
             for where in np.ndindex(x.shape):
-                numerical = _central_difference(loss, x, where, eps, eps)
+                numerical = central_difference(loss, x, unit(x.shape, where), eps)
                 comparisons.append(Comparison(i, where, float(analytical[i][where]), numerical))
         else:
             for k in range(directions or DEFAULT_DIRECTIONS):
                 u = random.standard_normal(x.shape)
-                numerical = _central_difference(loss, x, ..., eps * u, eps)
+                numerical = central_difference(loss, x, u, eps)
                 comparisons.append(Comparison(i, ("direction", k),
                                               float(np.vdot(u, analytical[i])), numerical))
     return comparisons
@@ -162,17 +188,3 @@ def _analytical_gradients(inputs, checked, outputs, seeds):
     for i in checked:
         inputs[i].grad = kept[i]
     return gradients
-
-
-def _central_difference(loss, x, where, perturbation, eps):
-    """(L(x + p) - L(x - p)) / (2 eps), with p added to x[where] in place and then taken off
-    (also when the function under test raises)."""
-    original = np.array(x[where])
-    try:
-        x[where] = original + perturbation
-        loss_plus = loss()
-        x[where] = original - perturbation
-        loss_minus = loss()
-    finally:
-        x[where] = original
-    return (loss_plus - loss_minus) / (2 * eps)
