@@ -280,10 +280,8 @@ def t(*shape):
      r"TransformerBlock: attn_mask of shape \(4, 4\) does not broadcast"),
     (lambda: nn.TransformerBlock(4, 2)(t(2, 3, 6)), ValueError,
      r"TransformerBlock: x must have shape \(B, T, 4\), got \(2, 3, 6\)"),
-    (lambda: nn.TransformerBlock(4, 2)(t(2, 3, 4), cache=[]), TypeError,
-     r"TransformerBlock: cache must be a KVCache, got list"),
     (lambda: nn.CausalTransformer(11, 4, 2, 1)(np.array([[1, 2]]), cache=object()), TypeError,
-     r"CausalTransformer: cache must be a list of KVCache, one per block \(from empty_cache\(\)\), "
+     r"CausalTransformer: cache must be a KVCache of this model \(from model.empty_cache\(\)\), "
      r"got object"),
     # attention and normalisation take floating-point tensors only (as PyTorch), and the
     # functions take tensors, not arrays
@@ -320,7 +318,7 @@ def test_a_cache_of_another_batch_is_named_at_the_model():
     with pytest.raises(ValueError, match=r"^CausalTransformer: the cache holds the keys of 1 "
                                          r"sequences, but ids is a batch of 2 \(shape \(2, 1\)\)"):
         model(np.array([[1], [2]]), cache=cache)
-    assert len(cache[0]) == 3                                    # nothing appended
+    assert len(cache) == 3                                       # nothing appended
 
 
 def test_a_failed_call_adds_nothing_to_the_graph():

@@ -7,7 +7,8 @@ import pytest
 import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn import engine
-from tinyattn.nn.transformer import ABSOLUTE, POSITIONAL, next_tokens, samplable
+from tinyattn.nn.causal_transformer import POSITIONAL
+from tinyattn.nn.generation import next_tokens, samplable
 
 VOCAB, MAX_LEN = 11, 8
 
@@ -18,7 +19,7 @@ def generate_without_cache(model, ids, max_new_tokens, temperature=1.0, top_k=No
     step the model runs on the whole prefix (its last max_len tokens, for absolute positions) and
     the next token is drawn from the last position's logits, with the same draws."""
     ids = np.asarray(ids, dtype=np.int64)
-    window = model.max_len if model.positional in ABSOLUTE else None
+    window = model.max_len if model.positional in ("sinusoidal", "learned") else None
     for _ in range(max_new_tokens):
         context = ids if window is None else ids[:, -window:]
         logits = model(context).data[:, -1]                                # (B, vocab)
@@ -178,7 +179,8 @@ def test_top_k_above_the_vocabulary_means_all_of_it():
     (([[1, 2]], 3, "hot"), TypeError, r"generate: temperature must be a number, got 'hot'"),
     (([[1, 2]], 3, 1.0, 0), ValueError, r"generate: top_k must be at least 1, got 0"),
     (([[1, 2]], 3, 1.0, 2.5), TypeError, r"generate: top_k must be an int, got 2.5"),
-    (([[1, 2], [3]], 3), ValueError, r"generate: ids: .*inhomogeneous"),
+    (([[1, 2], [3]], 3), ValueError, r"^CausalTransformer.generate: ids: the rows have different "
+     r"lengths, but a batch \(B, T\) holds sequences of one length T: pad them"),
     (("hello", 3), TypeError, r"generate: ids: expected numbers, got an array of dtype <U5"),
 ])
 def test_bad_input_is_named_before_anything_is_drawn(arguments, error, message):
@@ -189,19 +191,22 @@ def test_bad_input_is_named_before_anything_is_drawn(arguments, error, message):
     assert ta.rng.generator.random() == np.random.default_rng(0).random()   # nothing drawn
 
 
-def test_a_cache_filled_by_another_layer_is_named():
-    """A KVCache keeps the keys of the layer that filled it; given to a layer of other heads or
-    another dtype, the error names the layer and the cache (not concatenate, nor attention)."""
-    ta.manual_seed(0)
-    cache = nn.KVCache()
-    nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 3, 8))), cache=cache)
-    with pytest.raises(ValueError, match=r"^MultiHeadAttention: the cache holds keys of 2 heads "
-                                         r"of size 4, but the layer has 4 heads of size 2"):
-        nn.MultiHeadAttention(8, 4)(ta.tensor(np.ones((1, 1, 8))), cache=cache)
-    with pytest.raises(TypeError, match=r"^MultiHeadAttention: the cache holds keys of dtype "
-                                        r"float64, but the layer computes in float32"):
-        nn.MultiHeadAttention(8, 2, dtype=np.float32)(ta.tensor(np.ones((1, 1, 8), np.float32)),
-                                                      cache=cache)
+def test_a_cache_of_another_model_or_batch_is_named():
+    """A KVCache belongs to the model that made it and holds the keys of one batch; given to
+    another model or batch, the error names the model's forward and the cache (not
+    concatenate, nor attention), and nothing is appended."""
+    model, other = small_model("rope"), small_model("rope")
+    cache = model.empty_cache()
+    model(np.array([[1, 2, 3]]), cache=cache)
+    with pytest.raises(TypeError, match=r"^CausalTransformer: cache must be a KVCache of this "
+                                        r"model \(from model.empty_cache\(\)\), got KVCache"):
+        other(np.array([[4]]), cache=cache)
+    with pytest.raises(ValueError, match=r"^CausalTransformer: the cache holds the keys of 1 "
+                                         r"sequences, but ids is a batch of 2"):
+        model(np.array([[4], [5]]), cache=cache)
+    with pytest.raises(TypeError, match=r"^CausalTransformer: cache must be a KVCache of this "
+                                        r"model \(from model.empty_cache\(\)\), got list"):
+        model(np.array([[4]]), cache=[])
     assert len(cache) == 3                                       # nothing appended
 
 

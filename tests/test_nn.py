@@ -10,7 +10,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn import optim
-from tinyattn.nn.module import write_checkpoint
+from tinyattn.nn.checkpoints import write_checkpoint
 from tinyattn.tools.checklist.ops import np_multi_head_attention
 
 
@@ -40,7 +40,7 @@ def test_embedding_looks_up_rows():
 
 
 def test_positional_encoding_is_the_papers_table():
-    table = nn.sinusoidal_positions(10, 6)
+    table = ta.functional.sinusoidal_positions(10, 6)
     position, i = 7, 2                                   # the pair of columns 2i, 2i + 1
     angle = position / 10000 ** (2 * i / 6)
     assert table[position, 2 * i] == pytest.approx(math.sin(angle))
@@ -92,24 +92,11 @@ def transformer_block():
      r"attn_mask is a float32 tensor but the query is float64"),
     ({"attn_mask": [[True, False], [True]]}, ValueError, r"attn_mask: .*inhomogeneous"),
     ({"is_causal": "no"}, TypeError, r"is_causal must be a bool, got 'no'"),
-    ({"cache": []}, TypeError, r"cache must be a KVCache, got list"),
 ])
-def test_a_layer_refuses_a_bad_mask_flag_or_cache_at_its_door(make, name, kwargs, error, message):
+def test_a_layer_refuses_a_bad_mask_or_flag_at_its_door(make, name, kwargs, error, message):
     """Named by the layer that received it, and before any node is built (not ~15 nodes later,
     inside the attention function)."""
     assert_refused_before_any_node(make(), [(2, 3, 8)], kwargs, error, f"^{name}: {message}")
-
-
-def test_a_mask_for_the_cached_keys_too_passes_the_door():
-    layer = attention_layer()
-    x = ta.tensor(arrays((1, 3, 8))[0])
-    cache = nn.KVCache()
-    layer(x, is_causal=True, cache=cache)
-    out, weights = layer(x[:, -1:], attn_mask=np.ones((1, 4), bool), is_causal=True, cache=cache)
-    assert weights.shape == (1, 2, 1, 4)
-    with pytest.raises(ValueError, match=r"attn_mask of shape \(1, 4\) does not broadcast to the "
-                                         r"scores' shape \(1, 2, 1, 5\)"):      # 4 cached keys
-        layer(x[:, -1:], attn_mask=np.ones((1, 4), bool), cache=cache)
 
 
 def test_flags_accept_numpy_bools():
@@ -229,7 +216,7 @@ def fail_half_way(file, *args, **kwargs):
 
 
 @pytest.mark.parametrize("save, writer", [
-    (lambda path: small_model().save(path), "tinyattn.nn.module.write_safetensors"),
+    (lambda path: small_model().save(path), "tinyattn.nn.checkpoints.write_safetensors"),
     (lambda path: write_checkpoint(path, small_model().state_dict()), "numpy.savez"),
 ])
 def test_a_failed_save_leaves_no_half_written_file(tmp_path, monkeypatch, save, writer):

@@ -12,7 +12,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.scaled_dot_product import causal_mask
-from tinyattn.nn.transformer import POSITIONAL
+from tinyattn.nn.causal_transformer import POSITIONAL
 from tinyattn.tools.checklist.ops import np_attention
 
 
@@ -126,7 +126,6 @@ def test_alibi_names_bad_arguments(call, error, message):
 
 
 def test_the_sinusoidal_table_moved_but_stays_importable():
-    assert nn.sinusoidal_positions is F.sinusoidal_positions
     table = F.sinusoidal_positions(10, 6)
     angle = 7 / 10000 ** (2 * 2 / 6)
     assert table[7, 4] == pytest.approx(math.sin(angle))
@@ -161,17 +160,22 @@ def test_attention_with_rope_rotates_every_heads_queries_and_keys():
 @pytest.mark.parametrize("rope", [False, True])
 def test_a_cached_attention_step_is_the_uncached_one(rope):
     """Tokens fed through a cache in chunks (3, then 1, then 2) give the outputs and weights of
-    the whole sequence at once: positions and the causal mask continue from the cache."""
+    the whole sequence at once: the cache puts the earlier keys and values first, rope's
+    positions continue from them, and the causal mask aligned at the end lets the new queries
+    see them."""
     mha = nn.MultiHeadAttention(8, 2, rope=rope)
     x = ta.tensor(arrays((2, 6, 8))[0])
     whole, whole_weights = mha(x, is_causal=True)
-    cache = nn.KVCache()
+    cache = nn.KVCache(mha)
     for start, stop in [(0, 3), (3, 4), (4, 6)]:
-        out, weights = mha(x[:, start:stop], is_causal=True, cache=cache)
+        with cache.attached():
+            out, weights = mha(x[:, start:stop], attn_mask=causal_mask(stop - start, stop,
+                                                                       offset=start))
         assert len(cache) == stop and weights.shape == (2, 2, stop - start, stop)
         np.testing.assert_allclose(out.data, whole.data[:, start:stop], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(weights.data, whole_weights.data[:, :, start:stop, :stop],
                                    rtol=1e-12, atol=1e-12)
+    assert mha.hooked is None                   # detached after each block
 
 
 def test_the_causal_mask_after_a_cache_is_aligned_at_the_end():
@@ -212,7 +216,7 @@ def test_a_model_fed_through_its_cache_gives_the_logits_of_the_whole_sequence(po
     chunks = [model(ids[:, start:stop], cache=cache).data
               for start, stop in [(0, 4), (4, 5), (5, 7)]]
     np.testing.assert_allclose(np.concatenate(chunks, axis=1), whole, rtol=1e-12, atol=1e-12)
-    assert [len(layer_cache) for layer_cache in cache] == [7, 7]
+    assert len(cache) == 7 and [keys.shape[2] for keys in cache.keys] == [7, 7]
 
 
 def test_each_positional_option_holds_what_it_needs():
@@ -246,7 +250,8 @@ def test_absolute_positions_stop_at_max_len_and_relative_ones_do_not():
         with pytest.raises(ValueError, match=rf"CausalTransformer: a sequence of 12 tokens is "
                                              rf"longer than max_len 8, .* {positional}"):
             small_model(positional)(long_ids)
-    model, cache = small_model("learned"), small_model("learned").empty_cache()
+    model = small_model("learned")
+    cache = model.empty_cache()
     model(long_ids[:, :6], cache=cache)
     with pytest.raises(ValueError, match=r"a sequence of 9 tokens is longer than max_len 8"):
         model(long_ids[:, :3], cache=cache)
@@ -255,12 +260,10 @@ def test_absolute_positions_stop_at_max_len_and_relative_ones_do_not():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 2, 8))), cache=[]), TypeError,
-     r"MultiHeadAttention: cache must be a KVCache, got list"),
-    (lambda: small_model("rope")(np.zeros((1, 2), int), cache=[nn.KVCache()]), ValueError,
-     r"CausalTransformer: cache holds 1 layers, the model 2; make it with empty_cache\(\)"),
+    (lambda: small_model("rope")(np.zeros((1, 2), int), cache=nn.KVCache(small_model("rope"))),
+     TypeError, r"CausalTransformer: cache must be a KVCache of this model"),
     (lambda: small_model("none")(np.zeros(5, int)), ValueError,
-     r"CausalTransformer: ids must be \(B, T\), got shape \(5,\)"),
+     r"CausalTransformer: ids must be \(B, T\) with T >= 1, got shape \(5,\)"),
     (lambda: small_model("none")(np.array([[0, 11]])), IndexError,
      r"CausalTransformer: ids must lie in \[0, 11\)"),
     (lambda: nn.PositionalEncoding(4, max_len=6)(ta.tensor(np.ones((1, 3, 4))), offset=4),

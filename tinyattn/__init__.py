@@ -1,23 +1,28 @@
 """tinyattn: a reverse-mode autograd engine over NumPy, and attention built on it.
 
-    engine.py, ops/      the core: the Tensor, the graph, the backward sweep, one class per op
-                         (plumbing.py: the Tensor as a Python object and next to NumPy)
-    functional/, nn/,    built on the core: attention and the layers of a transformer, the
-    optim.py             optimizers (arguments.py: the doors, how they check what they are given;
-                         rng.py: the random generator that manual_seed seeds)
-    safetensors.py,      a real model's files: weights in the safetensors format, text as
-    tokenizer.py         GPT-2's tokens
-    tools/               around it: gradient checks, the command line, benchmarks, drawing
+This file is the index of every chapter: `import tinyattn as ta`. What is where:
+
+    engine.py, ops/       the core: the Tensor, the graph, the backward sweep, one class per op
+                          (plumbing.py: the Tensor as a Python object and next to NumPy)
+    gradient_check.py     the engine's gradients against central finite differences
+    functional/, nn/,     built on the core: attention and the layers of a transformer, the
+    optim.py              optimizers (arguments.py: the doors, how they check what they are given;
+                          each package's checks.py: what makes an argument bad; rng.py: the
+                          random generator that manual_seed seeds)
+    safetensors.py,       chapter 3, a real model's files: weights in the safetensors format,
+    tokenizer.py          text as GPT-2's tokens (nn/pretrained.py: GPT-2's weights)
+    tools/                around it: the command line, the checklist of gradient checks,
+                          benchmarks, drawing, downloads, exercises
 """
 from tinyattn.plumbing import keep_freed_memory
 from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
-from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn.gradient_check import gradcheck, GradcheckError
+from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 
-keep_freed_memory()     # the allocator keeps freed memory for the next step: see its docstring
+keep_freed_memory()     # the one speed setting: freed memory kept for the next step (plumbing.py)
 
 __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
            "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed",

@@ -53,7 +53,6 @@ def door(check=None, **specs):
                   if isinstance(spec, str) or hasattr(spec, "pattern")}
         rules = {name: flag if spec is bool else spec for name, spec in specs.items()
                  if name not in shaped}
-        is_method = "." in function.__qualname__
         # a layer's __init__ and forward (forward_with_weights) are named after the layer, its
         # other methods after the layer and the method: "CausalTransformer.generate"
         is_layer_call = function.__name__ == "__init__" or function.__name__.startswith("forward")
@@ -77,6 +76,7 @@ def door(check=None, **specs):
                 read = check(**values) if check is not None else None
             except (TypeError, ValueError) as error:    # an IndexError is a ValueError here
                 owner = args[0] if isinstance(args[0], type) else type(args[0])   # classmethod
+                is_method = "." in function.__qualname__      # (nn.module.extends sets it)
                 name = (function.__name__ if not is_method else owner.__name__
                         if is_layer_call else f"{owner.__name__}.{function.__name__}")
                 raise type(error)(f"{name}: {error}") from None
@@ -95,7 +95,7 @@ def door(check=None, **specs):
 # What an argument may be: the rules a door is written with. Each is called as rule(name, value)
 # and raises if the value does not fit.
 
-def tensor(name, value):
+def any_tensor(name, value):
     """A Tensor, of any shape and dtype."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a Tensor, got {type(value).__name__}")
@@ -186,7 +186,7 @@ def shapes(dtype=None, layer=None, **patterns):
     symbols_of = {name: pattern.strip("()").replace(",", " ").split()
                   for name, (_, pattern) in patterns.items()}
     for name, (x, _) in patterns.items():
-        tensor(name, x)
+        any_tensor(name, x)
         symbols = [str(getattr(layer, s)) if hasattr(layer, s) else s for s in symbols_of[name]]
         symbols_of[name] = symbols
         batched = symbols[0] == "..."
@@ -233,43 +233,3 @@ def _expected(patterns, symbols_of):
     """'expected query (..., L, E), key (..., S, E); got query (2, 3, 4), key (2, 5, 3)'."""
     return ("expected " + ", ".join(f"{n} {_shown(symbols_of[n])}" for n in patterns)
             + "; got " + ", ".join(f"{n} {x.shape}" for n, (x, _) in patterns.items()))
-
-
-# ------------------------------------------------------------------------------------------------
-# Rules shared by several doors, passed as `check`
-
-def default_scale(query, scale=None, **_):
-    """scale=None means 1 / sqrt(E), which needs queries and keys of a width E of 1 or more."""
-    if scale is None and query.shape[-1] == 0:
-        raise ValueError("queries and keys need a width E of 1 or more, got a width E of 0")
-
-
-def heads_fit(embed_dim, num_heads=1, rope=False, **_):
-    """num_heads divides embed_dim, into an even head_dim with rope (it rotates pairs)."""
-    if embed_dim % num_heads:
-        raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
-    if rope and (embed_dim // num_heads) % 2:
-        raise ValueError(f"rope rotates pairs of features, so it needs an even head_dim; got "
-                         f"embed_dim {embed_dim} / num_heads {num_heads} = "
-                         f"{embed_dim // num_heads}")
-
-
-def attention_mask(mask, scores_shape, dtype, name="attn_mask"):
-    """An attention mask: None, or booleans or floats that broadcast to the scores' shape
-    (..., L, S); a float mask given as a tensor (it may be learned) must have the scores' dtype
-    (one given as an array is converted to it)."""
-    if mask is None:
-        return
-    array = numeric_array(data_of(mask), name)
-    try:
-        fits = np.broadcast_shapes(array.shape, scores_shape) == tuple(scores_shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(f"{name} of shape {array.shape} does not broadcast to the scores' shape "
-                         f"{tuple(scores_shape)} (..., L, S)")
-    if array.dtype != np.bool_ and array.dtype.kind != "f":
-        raise TypeError(f"{name} must be boolean or float, got dtype {array.dtype}")
-    if isinstance(mask, Tensor) and array.dtype.kind == "f" and array.dtype != dtype:
-        raise TypeError(f"{name} is a {array.dtype} tensor but the query is {dtype}; convert one "
-                        f"of them")

@@ -7,36 +7,37 @@ replaces). Because of that, a gradient check of anything here also checks the op
 """
 import numpy as np
 
-from tinyattn import arguments, ops, rng
-from tinyattn.arguments import between, door, number, optional, tensor
-from tinyattn.plumbing import data_of, numeric_array
+from tinyattn import ops, rng
+from tinyattn.arguments import any_tensor, between, door, number, optional
+from tinyattn.functional import checks
+from tinyattn.plumbing import data_of
 
 
-@door(x=tensor)
+@door(x=any_tensor)
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (see `ops.softmax.Softmax`)."""
     return ops.Softmax.apply(x, axis=axis)
 
 
-@door(x=tensor)
+@door(x=any_tensor)
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (see `ops.softmax.LogSoftmax`)."""
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
-@door(x=tensor)
+@door(x=any_tensor)
 def relu(x):
     """max(x, 0), elementwise."""
     return ops.Relu.apply(x)
 
 
-@door(x=tensor, alpha=number)
+@door(x=any_tensor, alpha=number)
 def elu(x, alpha=1.0):
     """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
     return ops.Elu.apply(x, alpha=float(alpha))
 
 
-@door(x=tensor)
+@door(x=any_tensor)
 def gelu(x):
     """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
 
@@ -62,7 +63,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
                                0.0 if bias is None else bias, eps=float(eps))
 
 
-@door(x=tensor, p=between(0, 1), training=bool)
+@door(x=any_tensor, p=between(0, 1), training=bool)
 def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the survivors by 1 / (1 - p), so that the
     expected value is unchanged; the identity when not training or when p = 0."""
@@ -74,22 +75,7 @@ def dropout(x, p=0.5, training=True):
     return x * (keep / (1.0 - p)).astype(x.dtype)
 
 
-def targets_fit(logits, targets, ignore_index=-100):
-    """The targets must fit the logits: integer class indices, of the logits' shape without the
-    classes."""
-    if logits.ndim == 0:
-        raise ValueError(f"logits need at least one dimension (the classes), got shape "
-                         f"{logits.shape}")
-    targets = numeric_array(data_of(targets), "targets")
-    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
-    arguments.ids("targets", targets[targets != ignore_index], C, "classes")
-    expected = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()
-    if targets.shape != expected:
-        raise ValueError(f"logits of shape {logits.shape} need targets of shape {expected}, got "
-                         f"{targets.shape}")
-
-
-@door(targets_fit, logits=tensor)
+@door(checks.targets_fit, logits=any_tensor)
 def cross_entropy(logits, targets, ignore_index=-100):
     """The mean over targets of -log softmax(logits)[target], as PyTorch's `F.cross_entropy`.
 

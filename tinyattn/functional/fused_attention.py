@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
+from tinyattn.arguments import at_least, door, number, optional
+from tinyattn.functional import checks
 from tinyattn.ops.flash_attention import FlashAttention
-from tinyattn.arguments import at_least, default_scale, door, number, optional
-from tinyattn.plumbing import data_of, numeric_array
 
 FLASH = dict(query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)", is_causal=bool,
              scale=optional(number), block_size=at_least(1))
@@ -21,7 +21,7 @@ def block_counts(L, S, block_size):
     return -(-L // block_size), -(-S // block_size)
 
 
-@door(default_scale, **FLASH)
+@door(checks.default_scale, **FLASH)
 def flash_attention(query, key, value, is_causal=False, scale=None, block_size=64):
     """softmax(query @ key^T * scale) @ value, as `scaled_dot_product_attention(query, key, value,
     is_causal=is_causal, scale=scale)` computes it, without ever holding the (..., L, S) scores.
@@ -42,30 +42,7 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
                                     block_size=block_size, layout=every_pair)
 
 
-def layout_and_scale_fit(query, key, value, layout, block_size, scale=None, **_):
-    """layout holds booleans (an array, a list or a tensor) broadcasting to (..., Lb, Sb): the
-    pairs of blocks of the inputs' batch; the default scale has a width E. Returns the layout as
-    a NumPy array."""
-    default_scale(query, scale)
-    layout = numeric_array(data_of(layout), "layout")
-    if layout.dtype != np.bool_:
-        raise TypeError(f"layout must hold booleans (True: the pair of blocks is visible), got "
-                        f"dtype {layout.dtype}")
-    L, S = query.shape[-2], key.shape[-2]
-    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    pairs = batch + block_counts(L, S, block_size)                         # (..., Lb, Sb)
-    try:
-        fits = layout.ndim >= 2 and np.broadcast_shapes(layout.shape, pairs) == pairs
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(f"layout of shape {layout.shape} does not broadcast to (..., Lb, Sb) = "
-                         f"{pairs}: L = {L} queries and S = {S} keys in blocks of {block_size} "
-                         f"make {pairs[-2]} x {pairs[-1]} pairs of blocks")
-    return {"layout": layout}
-
-
-@door(layout_and_scale_fit, **FLASH)
+@door(checks.layout_and_scale_fit, **FLASH)
 def block_sparse_attention(query, key, value, layout, block_size=64, is_causal=False, scale=None):
     """Attention over the pairs of blocks that `layout` marks visible, computed FlashAttention's
     way over those pairs only: sparse attention that skips the work its mask hides.

@@ -41,7 +41,8 @@ In this file S is the paper's state; the number of keys, which SDPA's docstring 
 """
 import numpy as np
 
-from tinyattn.arguments import at_least, between, door, shapes
+from tinyattn.arguments import at_least, between, door
+from tinyattn.functional import checks
 from tinyattn.functional.basics import elu
 from tinyattn.functional.sliding_window import chunked
 
@@ -51,13 +52,7 @@ def feature_map(x):
     return elu(x) + 1.0
 
 
-def causal_needs_L_keys(query, key, value, is_causal=False, **_):
-    if is_causal and query.shape[-2] != key.shape[-2]:
-        raise ValueError(f"causal attention needs as many keys as queries (L == Lk), got query "
-                         f"{query.shape}, key {key.shape}, value {value.shape}")
-
-
-@door(causal_needs_L_keys, query="(..., L, E)", key="(..., Lk, E)", value="(..., Lk, Ev)",
+@door(checks.causal_needs_L_keys, query="(..., L, E)", key="(..., Lk, E)", value="(..., Lk, Ev)",
       is_causal=bool, eps=between(0), chunk_size=at_least(1))
 def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64):
     """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
@@ -100,18 +95,7 @@ def causal_linear_attention(query, key, value, eps, C):
     return out[..., :L, :]                          # (..., L, Ev)
 
 
-def state_fits(query, key, value, state=None, eps=1e-6):
-    """state: None, or the (S, z) pair a previous step returned."""
-    if state is None:
-        return
-    if not (isinstance(state, tuple) and len(state) == 2):
-        raise TypeError(f"state must be the (S, z) pair a previous step returned, or None, got "
-                        f"{type(state).__name__}")
-    shapes(query=(query, "(..., E)"), value=(value, "(..., Ev)"), S=(state[0], "(..., E, Ev)"),
-           z=(state[1], "(..., E)"))
-
-
-@door(state_fits, query="(..., E)", key="(..., E)", value="(..., Ev)", eps=between(0))
+@door(checks.state_fits, query="(..., E)", key="(..., E)", value="(..., Ev)", eps=between(0))
 def linear_attention_step(query, key, value, state=None, eps=1e-6):
     """Causal linear attention for one position, as a step of an RNN (the paper's section 3.4):
 

@@ -27,6 +27,7 @@ very angles rope rotates by.)
 import numpy as np
 
 from tinyattn.arguments import at_least, between, door, floating_dtype
+from tinyattn.functional import checks
 from tinyattn.ops import stack
 
 
@@ -51,13 +52,7 @@ def sinusoidal_positions(length, dim):
     return table
 
 
-def pairs_of_features(x, **_):
-    if x.shape[-1] % 2:
-        raise ValueError(f"the last axis of x holds pairs of features, so it must be even; got x "
-                         f"of shape {x.shape}")
-
-
-@door(pairs_of_features, x="(..., T, D)", offset=at_least(0), base=between(1))
+@door(checks.pairs_of_features, x="(..., T, D)", offset=at_least(0), base=between(1))
 def rope(x, offset=0, base=10000.0):
     """Rotary position embedding (RoFormer, Su et al. 2021), on interleaved pairs of features.
 

@@ -10,29 +10,21 @@ import math
 
 import numpy as np
 
-from tinyattn import arguments, ops
-from tinyattn.arguments import between, default_scale, door, number, optional
+from tinyattn import ops
+from tinyattn.arguments import between, door, number, optional
 from tinyattn.engine import Tensor
+from tinyattn.functional import checks
 from tinyattn.functional.basics import dropout, softmax
 from tinyattn.plumbing import data_of
-
-
-def mask_and_scale_fit(query, key, value, attn_mask=None, scale=None, **_):
-    """attn_mask broadcasts to the scores (..., L, S), and the default scale has a width E."""
-    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    scores = batch + (query.shape[-2], key.shape[-2])                      # (..., L, S)
-    arguments.attention_mask(attn_mask, scores, query.dtype)
-    default_scale(query, scale)
 
 
 SDPA = dict(query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)",
             dropout_p=between(0, 1), is_causal=bool, scale=optional(number))
 
 
-@door(mask_and_scale_fit, **SDPA)
-def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """Scaled dot-product attention returning (output, weights): `scaled_dot_product_attention`
-    below, with the attention weights (..., L, S) too."""
+def attention_weights(query, key, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """softmax(query @ key^T * scale + mask), (..., L, S): how much each query takes from each
+    value. (No door: `attention` checks the user's arguments, and layers call it inside theirs.)"""
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)   # a Python float: no upcast
     allowed, additive = split_mask(attn_mask, query.dtype)   # (..., L, S) bool, float, or None
@@ -47,10 +39,18 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     weights = softmax(scores, axis=-1)                 # (..., L, S); a row with no key left: zeros
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)          # (..., L, S)
+    return weights
+
+
+@door(checks.mask_and_scale_fit, **SDPA)
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """Scaled dot-product attention returning (output, weights): `scaled_dot_product_attention`
+    below, with the attention weights (..., L, S) too."""
+    weights = attention_weights(query, key, attn_mask, dropout_p, is_causal, scale)  # (..., L, S)
     return weights @ value, weights                    # (..., L, Ev), (..., L, S)
 
 
-@door(mask_and_scale_fit, **SDPA)
+@door(checks.mask_and_scale_fit, **SDPA)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None):
     """softmax(query @ key^T * scale + mask) @ value, with PyTorch's signature and semantics.

@@ -29,12 +29,13 @@ import math
 import numpy as np
 
 from tinyattn import ops
-from tinyattn.arguments import at_least, default_scale, door, number, optional
+from tinyattn.arguments import at_least, door, number, optional
+from tinyattn.functional import checks
 from tinyattn.functional.basics import softmax
 from tinyattn.functional.sparse_patterns import in_band
 
 
-@door(default_scale, query="(..., L, E)", key="(..., L, E)", value="(..., L, Ev)",
+@door(checks.default_scale, query="(..., L, E)", key="(..., L, E)", value="(..., L, Ev)",
       window=at_least(1), is_causal=bool, scale=optional(number))
 def sliding_window_attention(query, key, value, window, is_causal=True, scale=None):
     """Attention of each query to the keys within `window` positions of it (see the top of this

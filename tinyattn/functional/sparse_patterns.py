@@ -36,9 +36,8 @@ one); tests/test_sparse_patterns.py checks each claim.
 """
 import numpy as np
 
-from tinyattn import arguments
 from tinyattn.arguments import at_least, door, optional
-from tinyattn.plumbing import data_of, numeric_array
+from tinyattn.functional import checks
 
 
 def in_band(i, j, window, is_causal=True):
@@ -113,14 +112,7 @@ def sparse_transformer_mask(length, stride):
     return local_mask(length, stride) | strided_mask(length, stride)
 
 
-def positions_fit(length, positions, counted="positions", **_):
-    """The global positions: ints in [0, length) ([] is none)."""
-    positions = numeric_array(positions, "positions")
-    arguments.ids("positions", positions.astype(int) if positions.size == 0 else positions,
-                  length, counted)
-
-
-@door(positions_fit, length=at_least(0))
+@door(checks.positions_fit, length=at_least(0))
 def global_mask(length, positions):
     """Global attention (Longformer): the chosen positions see every key, and every query sees
     them (their rows and columns are True); nothing else is.
@@ -139,7 +131,7 @@ def global_mask(length, positions):
     return mask
 
 
-@door(positions_fit, length=at_least(0), window=at_least(1))
+@door(checks.positions_fit, length=at_least(0), window=at_least(1))
 def longformer_mask(length, window, positions):
     """Longformer's pattern: the symmetric band |i - j| < window and the global positions.
 
@@ -229,12 +221,7 @@ def sparse_transformer_layout(num_blocks, stride_blocks):
     return sparse_transformer_mask(num_blocks, stride_blocks)              # (Lb, Lb)
 
 
-def block_positions_fit(num_blocks, positions, **_):
-    """The global blocks: ints in [0, num_blocks) ([] is none)."""
-    positions_fit(num_blocks, positions, counted="blocks")
-
-
-@door(block_positions_fit, num_blocks=at_least(0))
+@door(checks.block_positions_fit, num_blocks=at_least(0))
 def global_layout(num_blocks, positions):
     """Global blocks: the blocks at `positions` see every block and every block sees them;
     `global_mask` with positions counted in blocks.
@@ -252,21 +239,7 @@ def global_layout(num_blocks, positions):
     return global_mask(num_blocks, positions)                              # (Lb, Lb)
 
 
-def layout_fits(layout, block_size, length, key_length=None, **_):
-    """A layout of booleans whose last two axes are the blocks of the length queries and the
-    key_length keys; returns it as a NumPy array."""
-    layout = numeric_array(data_of(layout), "layout")
-    S = length if key_length is None else key_length
-    blocks = (-(-length // block_size), -(-S // block_size))                # (Lb, Sb)
-    if layout.dtype != np.bool_:
-        raise TypeError(f"layout must hold booleans, got dtype {layout.dtype}")
-    if layout.shape[-2:] != blocks:
-        raise ValueError(f"layout must have shape (..., {blocks[0]}, {blocks[1]}) for {length} "
-                         f"queries and {S} keys in blocks of {block_size}, got {layout.shape}")
-    return {"layout": layout}
-
-
-@door(layout_fits, block_size=at_least(1), length=at_least(0),
+@door(checks.layout_fits, block_size=at_least(1), length=at_least(0),
       key_length=optional(at_least(0)))
 def layout_mask(layout, block_size, length, key_length=None):
     """The mask of positions a block layout stands for: kron(layout, ones((b, b)))[:L, :S], each

@@ -1,17 +1,28 @@
-"""Layers, built from tinyattn's ops. Read in this order: module, layers, multi_head_attention,
-transformer (chapter 1); decoder (self- and cross-attention) and experts (chapter 2); pretrained
-(GPT-2's checkpoint layout, which CausalTransformer.from_pretrained reads and save_pretrained
-writes), after safetensors.py and tokenizer.py (chapter 3)."""
+"""Layers, built from tinyattn's ops: `import tinyattn.nn as nn`. This file is the index of every
+chapter's layers; read the files in this order:
+
+    chapter 1  module (parameters, and the two extension points later chapters use), layers
+               (Linear, LayerNorm, Embedding, Dropout, the feed-forward block),
+               multi_head_attention, transformer (the block)
+    chapter 2  positions (the sinusoidal table as a layer), causal_transformer (a small GPT),
+               generation (generate, and the key/value cache), decoder (self- and
+               cross-attention), experts (a mixture of experts)
+    chapter 3  checkpoints (Module.save and Module.load), pretrained (GPT-2's own files, which
+               CausalTransformer.from_pretrained reads and save_pretrained writes)
+
+What makes a layer's argument bad is in checks.py.
+"""
 from tinyattn.nn.module import Module, Parameter
-from tinyattn.nn.layers import (Linear, LayerNorm, Embedding, Dropout, FeedForward,
-                                PositionalEncoding)
-from tinyattn.functional.positions import sinusoidal_positions   # also nn.sinusoidal_positions
-from tinyattn.nn.multi_head_attention import MultiHeadAttention, KVCache
-from tinyattn.nn.transformer import TransformerBlock, CausalTransformer
+from tinyattn.nn.layers import Linear, LayerNorm, Embedding, Dropout, FeedForward
+from tinyattn.nn.multi_head_attention import MultiHeadAttention
+from tinyattn.nn.transformer import TransformerBlock
+from tinyattn.nn.positions import PositionalEncoding
+from tinyattn.nn.causal_transformer import CausalTransformer
+from tinyattn.nn.generation import KVCache
 from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
 from tinyattn.nn.experts import MixtureOfExperts
+from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
-           "PositionalEncoding", "sinusoidal_positions", "MultiHeadAttention", "KVCache",
-           "TransformerBlock", "CausalTransformer", "TransformerDecoderBlock", "EncoderDecoder",
-           "MixtureOfExperts"]
+           "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "CausalTransformer",
+           "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts"]

@@ -23,21 +23,15 @@ as in "Attention Is All You Need" (Vaswani et al., 2017), with the LayerNorm bef
 """
 import numpy as np
 
-from tinyattn import arguments
-from tinyattn.arguments import (at_least, between, door, floating_dtype, heads_fit, number,
-                                optional)
+from tinyattn.arguments import at_least, between, door, floating_dtype, number, optional
 from tinyattn.engine import no_grad
-from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, \
-    PositionalEncoding
+from tinyattn.nn import checks
+from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from tinyattn.nn.module import Module
 from tinyattn.nn.multi_head_attention import MultiHeadAttention
+from tinyattn.nn.positions import PositionalEncoding
 from tinyattn.nn.transformer import TransformerBlock
-from tinyattn.plumbing import TensorIndexError, data_of
-
-
-def memory_mask_fits(self, x, memory, memory_mask=None):
-    cross_scores = (len(x), self.cross_attn.num_heads, x.shape[1], memory.shape[1])  # (B, H, L, S)
-    arguments.attention_mask(memory_mask, cross_scores, x.dtype, "memory_mask")
+from tinyattn.plumbing import data_of
 
 
 class TransformerDecoderBlock(Module):
@@ -55,7 +49,7 @@ class TransformerDecoderBlock(Module):
     causal one: the decoder's own sequence is not padded on the left.
     """
 
-    @door(heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
+    @door(checks.heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
           hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
           dtype=floating_dtype)
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
@@ -74,7 +68,7 @@ class TransformerDecoderBlock(Module):
     def forward(self, x, memory, memory_mask=None):
         return self.forward_with_weights(x, memory, memory_mask)[0]
 
-    @door(memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)")
+    @door(checks.memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)")
     def forward_with_weights(self, x, memory, memory_mask=None):
         """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
         (B, H, L, S))."""
@@ -84,53 +78,6 @@ class TransformerDecoderBlock(Module):
                                               attn_mask=memory_mask)            # (B, L, E)
         x = x + self.dropout(read)                                              # (B, L, E)
         return x + self.ff(self.ln3(x)), self_weights, cross_weights
-
-
-def sequence_fits(model, name, ids, vocab_size):
-    """ids (B, T) within the vocabulary and max_len."""
-    arguments.ids(name, ids, vocab_size, "tokens")
-    shape = np.shape(data_of(ids))
-    if len(shape) != 2 or shape[1] > model.max_len:
-        raise ValueError(f"{name} must have shape (B, T) with T <= max_len {model.max_len}, got "
-                         f"{shape}")
-
-
-def src_mask_fits(src_mask, shape):
-    """src_mask None, or booleans (True = a real token) of the source's shape (B, S)."""
-    if src_mask is None:
-        return
-    src_mask = np.asarray(src_mask)
-    if src_mask.dtype != np.bool_:
-        raise TypeError(f"src_mask must be booleans (True = a real token), got dtype "
-                        f"{src_mask.dtype}")
-    if src_mask.shape != tuple(shape):
-        raise ValueError(f"src_mask must have the source's shape (B, S) = {tuple(shape)}, got "
-                         f"{src_mask.shape}")
-
-
-def source_and_target_fit(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
-    source_fits(self, src_ids, src_mask)
-    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
-
-
-def source_fits(self, src_ids, src_mask=None):
-    sequence_fits(self, "src_ids", src_ids, self.src_vocab)
-    src_mask_fits(src_mask, np.shape(data_of(src_ids)))
-
-
-def target_fits(self, tgt_ids, memory, src_mask=None, return_weights=False):
-    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
-    src_mask_fits(src_mask, memory.shape[:2])
-
-
-def start_and_source_fit(self, src_ids, max_new_tokens, start_id, src_mask=None):
-    if start_id >= self.tgt_vocab:
-        raise TensorIndexError(f"start_id must lie in [0, {self.tgt_vocab}) "
-                               f"({self.tgt_vocab} target tokens), got {start_id}")
-    if 1 + max_new_tokens > self.max_len:
-        raise ValueError(f"1 + max_new_tokens = {1 + max_new_tokens} target tokens exceed "
-                         f"max_len {self.max_len}")
-    source_fits(self, src_ids, src_mask)
 
 
 class EncoderDecoder(Module):
@@ -150,7 +97,7 @@ class EncoderDecoder(Module):
     of `nn.PositionalEncoding`, the same for source and target; `max_len` bounds both lengths.
     """
 
-    @door(heads_fit, src_vocab=at_least(1), tgt_vocab=at_least(1), embed_dim=at_least(1),
+    @door(checks.heads_fit, src_vocab=at_least(1), tgt_vocab=at_least(1), embed_dim=at_least(1),
           num_heads=at_least(1), num_layers=at_least(1), max_len=at_least(1),
           hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
           dtype=floating_dtype)
@@ -171,14 +118,14 @@ class EncoderDecoder(Module):
         self.decoder_ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, tgt_vocab, dtype=dtype)
 
-    @door(source_and_target_fit, return_weights=bool)
+    @door(checks.source_and_target_fit, return_weights=bool)
     def forward(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab); with return_weights, also the decoder blocks' self- and
         cross-attention weights, {"self": [(B, H, L, L)], "cross": [(B, H, L, S)]}."""
         memory = self.encode(src_ids, src_mask)                     # (B, S, E)
         return self.decode(tgt_ids, memory, src_mask, return_weights)
 
-    @door(source_fits)
+    @door(checks.source_fits)
     def encode(self, src_ids, src_mask=None):
         """The memory (B, S, E): the source, each position having attended to the whole source."""
         src_ids = np.asarray(data_of(src_ids))                      # (B, S)
@@ -188,7 +135,7 @@ class EncoderDecoder(Module):
             x = block(x, attn_mask=padding)                         # (B, S, E)
         return self.encoder_ln(x)                                   # (B, S, E)
 
-    @door(target_fits, memory="(B, S, embed_dim)", return_weights=bool)
+    @door(checks.target_fits, memory="(B, S, embed_dim)", return_weights=bool)
     def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
         tgt_ids = np.asarray(data_of(tgt_ids))                      # (B, L)
@@ -203,7 +150,7 @@ class EncoderDecoder(Module):
         return (logits, weights) if return_weights else logits
 
     @no_grad()
-    @door(start_and_source_fit, max_new_tokens=at_least(0), start_id=at_least(0))
+    @door(checks.start_and_source_fit, max_new_tokens=at_least(0), start_id=at_least(0))
     def greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
         """Translate greedily: (B, 1 + max_new_tokens) NumPy ids, `start_id` then the token of
         largest logit at every step.

@@ -15,19 +15,10 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn.arguments import at_least, door, floating_dtype, optional
+from tinyattn.nn import checks
 from tinyattn.nn.layers import FeedForward, Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
-
-
-def top_k_of_the_experts(num_experts, top_k=2, **_):
-    if top_k > num_experts:
-        raise ValueError(f"top_k {top_k} is more than num_experts {num_experts}")
-
-
-def some_tokens(self, x):
-    if x.size == 0:
-        raise ValueError(f"needs at least one token, got an input of shape {x.shape}")
 
 
 class MixtureOfExperts(Module):
@@ -74,7 +65,7 @@ class MixtureOfExperts(Module):
     where the Switch Transformer, routing each token to one expert, counts tokens.
     """
 
-    @door(top_k_of_the_experts, embed_dim=at_least(1), num_experts=at_least(1),
+    @door(checks.top_k_of_the_experts, embed_dim=at_least(1), num_experts=at_least(1),
           top_k=at_least(1), hidden_dim=optional(at_least(1)), dtype=floating_dtype)
     def __init__(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):
         self.embed_dim, self.num_experts, self.top_k = embed_dim, num_experts, top_k
@@ -84,7 +75,7 @@ class MixtureOfExperts(Module):
         self.aux_loss = None
         self.selected_experts = None
 
-    @door(some_tokens, x="(..., embed_dim)")
+    @door(checks.some_tokens, x="(..., embed_dim)")
     def forward(self, x):
         *leading, E = x.shape
         n, k = self.num_experts, self.top_k

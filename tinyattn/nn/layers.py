@@ -1,5 +1,5 @@
-"""The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding, Dropout,
-the feed-forward block and the sinusoidal positional encoding.
+"""The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding, Dropout
+and the feed-forward block.
 
 Every layer with parameters takes `dtype=None` (float64) and initialises them as PyTorch does, from
 the generator `ta.manual_seed` seeds.
@@ -9,8 +9,9 @@ import math
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn import arguments, rng
+from tinyattn import rng
 from tinyattn.arguments import at_least, between, door, floating_dtype, optional
+from tinyattn.nn import checks
 from tinyattn.nn.module import Module, Parameter, uniform
 from tinyattn.plumbing import data_of
 
@@ -46,24 +47,11 @@ class Linear(Module):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
-def sizes_at_least_0(normalized_shape, **_):
-    """normalized_shape: a size, or a tuple of them."""
-    sizes = normalized_shape if isinstance(normalized_shape, (tuple, list)) else [normalized_shape]
-    for size in sizes:
-        at_least(0)("normalized_shape", size)
-
-
-def normalized_axes_fit(self, x):
-    """x ends with the normalized_shape."""
-    sizes = ", ".join(map(str, self.normalized_shape))
-    arguments.shapes(dtype=self.dtype, x=(x, f"(..., {sizes})"))
-
-
 class LayerNorm(Module):
     """Normalise over the last axis (or the last len(normalized_shape) axes), then scale and shift
     with the learned `weight` (ones at first) and `bias` (zeros)."""
 
-    @door(sizes_at_least_0, eps=between(0), dtype=floating_dtype)
+    @door(checks.sizes_at_least_0, eps=between(0), dtype=floating_dtype)
     def __init__(self, normalized_shape, eps=1e-5, dtype=None):
         if not isinstance(normalized_shape, (tuple, list)):
             normalized_shape = (normalized_shape,)
@@ -72,7 +60,7 @@ class LayerNorm(Module):
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
 
-    @door(normalized_axes_fit)
+    @door(checks.normalized_axes_fit)
     def forward(self, x):
         if len(self.normalized_shape) == 1:
             return F.layer_norm(x, self.weight, self.bias, self.eps)
@@ -98,7 +86,7 @@ class Embedding(Module):
         table = rng.generator.standard_normal((num_embeddings, embedding_dim))
         self.weight = Parameter(table.astype(dtype))
 
-    @door(lambda self, ids: arguments.ids("ids", ids, self.num_embeddings, "embeddings"))
+    @door(checks.ids_in_the_table)
     def forward(self, ids):
         return self.weight[np.asarray(data_of(ids))]       # (*ids.shape, embedding_dim)
 
@@ -137,28 +125,3 @@ class FeedForward(Module):
     @door(x="(..., embed_dim)")
     def forward(self, x):
         return self.dropout(self.down(F.gelu(self.up(x))))   # (..., E) -> (..., hidden) -> (..., E)
-
-
-def within_the_table(self, x, offset=0):
-    if offset + x.shape[-2] > self.max_len:
-        raise ValueError(f"sequence length {offset + x.shape[-2]} exceeds max_len {self.max_len}")
-
-
-class PositionalEncoding(Module):
-    """Adds the sinusoidal position table (`F.sinusoidal_positions`) to a batch of embeddings
-    (B, T, E); no parameters. forward(x, offset=0) adds the rows offset ... offset + T - 1: the
-    positions of tokens that come after `offset` cached ones."""
-
-    @door(embed_dim=at_least(0), max_len=at_least(0))
-    def __init__(self, embed_dim, max_len=1024):
-        self.embed_dim, self.max_len = embed_dim, max_len
-        self.table = F.sinusoidal_positions(max_len, embed_dim)
-
-    @door(within_the_table, x="(..., T, embed_dim)", offset=at_least(0))
-    def forward(self, x, offset=0):
-        T = x.shape[-2]
-        rows = self.table[offset:offset + T].astype(x.dtype, copy=False)     # (T, E)
-        return x + rows                                                       # (B, T, E)
-
-    def extra_repr(self):
-        return f"{self.embed_dim}, max_len={self.max_len}"

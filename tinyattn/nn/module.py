@@ -3,21 +3,18 @@
 A Module is a Python object whose attributes include its Parameters and its sub-Modules (also
 inside lists, such as the blocks of a transformer). Walking those attributes in the order they were
 set gives every parameter a dotted name, `blocks.0.attn.q_proj.weight`, used by `state_dict()`,
-saving, loading and drawing.
+loading and drawing.
+
+Later chapters add to the layers of this one in two ways, both defined at the end of this file:
+`extends(cls)` adds a method to a class (chapter 2 gives the language model `generate`, chapter 3
+gives every Module `save` and `load`), and `Module.hook(name, x)`, a line in a forward pass, is a
+place where a function can read or replace an activation (chapter 2's key/value cache, chapter
+4's hooks). Chapter 1 reads as if neither existed: without functions attached, `hook` returns x.
 """
-import os
-import zipfile
-import zlib
-from collections.abc import Mapping
-
-import numpy as np
-
 from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor
-from tinyattn.plumbing import data_of, numeric_array
-from tinyattn.safetensors import (opened_to_read, read_safetensors, replaced_atomically,
-                                  write_safetensors)
+from tinyattn.nn import checks
 
 
 class Parameter(Tensor):
@@ -127,51 +124,45 @@ class Module:
         """Copy arrays into the parameters of the same names; names and shapes must match, and
         the numbers must fit the parameters' dtype. Everything is checked (and converted) before
         anything is changed, so a failed load leaves the module as it was."""
-        if not isinstance(state, Mapping):
-            raise TypeError(f"load_state_dict: expected a dict of arrays, "
-                            f"got {type(state).__name__}")
-        parameters = dict(self.named_parameters())
-        missing, unexpected = parameters.keys() - state.keys(), state.keys() - parameters.keys()
-        if missing or unexpected:
-            raise ValueError(f"load_state_dict: missing {sorted(missing)}, "
-                             f"unexpected {sorted(unexpected)}")
-        arrays = {}
-        for name, parameter in parameters.items():
-            array = numeric_array(data_of(state[name]), f"load_state_dict: {name}")
-            if array.shape != parameter.shape:
-                raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
-                                 f"the state has {array.shape}")
-            try:
-                with np.errstate(over="raise"):
-                    arrays[name] = array.astype(parameter.dtype)
-            except FloatingPointError:
-                raise ValueError(f"load_state_dict: {name} holds numbers too large for "
-                                 f"{parameter.dtype}") from None
-        for name, parameter in parameters.items():
+        arrays = checks.state_fits(self, state)         # {name: array in the parameter's dtype}
+        for name, parameter in self.named_parameters():
             parameter.data[...] = arrays[name]
 
-    def save(self, path):
-        """Save the parameters in the file `path`, under exactly that name (no extension is added,
-        so `load(path)` finds it), as a safetensors file of arrays named as in `state_dict()`: the
-        format Hugging Face and PyTorch read (`tinyattn/safetensors.py`). A save that fails leaves
-        no half-written file.
-        """
-        with replaced_atomically(path, "save") as file:
-            write_safetensors(file, self.state_dict())
+    # ---------------------------------------------------------------- activations, by name
+    # A forward pass writes `x = self.hook("resid_post", x)` where it has an activation worth a
+    # name; `activations` lists a layer's names. (The extension point of chapters 2 and 4.)
+    activations = ()
+    hooked = None           # {name: [function]} of the functions attached to this layer
 
-    def load(self, path):
-        """Load the parameters from a file written by `save` (or an older .npz checkpoint, see
-        `read_checkpoint`); returns self. A file that is not such a checkpoint, or one of another
-        model, raises an error saying why, and changes nothing."""
-        path = os.fspath(path)
-        state = read_checkpoint(path)
-        try:
-            self.load_state_dict(state)
-        except (ValueError, TypeError) as error:
-            reason = str(error).removeprefix("load_state_dict: ")
-            raise type(error)(f"load: the checkpoint {path!r} does not fit this "
-                              f"{type(self).__name__}: {reason}") from None
-        return self
+    def hook(self, name, x):
+        """The activation `x`, which this layer calls `name`, passed through the functions
+        attached to that name (`attach`), in order: each gets it and returns it, or returns
+        something else in its place, which the rest of the forward pass then uses (gradients flow
+        through what it returns). With no function attached, x itself, at the cost of one
+        attribute lookup."""
+        if self.hooked is None or name not in self.hooked:
+            return x
+        for function in self.hooked[name]:
+            x = function(x)
+        return x
+
+    def attach(self, name, function):
+        """Pass this layer's activation `name` through `function(x) -> x` from now on; returns
+        the function that detaches it again."""
+        if name not in self.activations:
+            raise ValueError(f"{type(self).__name__} has no activation {name!r}; its "
+                             f"activations are {', '.join(self.activations) or 'none'}")
+        if self.hooked is None:
+            self.hooked = {}
+        self.hooked.setdefault(name, []).append(function)
+
+        def detach():
+            self.hooked[name].remove(function)
+            if not self.hooked[name]:
+                del self.hooked[name]
+            if not self.hooked:
+                self.hooked = None
+        return detach
 
     def __repr__(self):
         children = "".join(f"\n  ({name}): " + repr(child).replace("\n", "\n  ")
@@ -183,50 +174,26 @@ class Module:
         return ""
 
 
-def write_checkpoint(path, arrays):
-    """Write {name: array} to the file `path` as a NumPy .npz archive, which `read_checkpoint`
-    reads back: the format `Module.save` wrote before it wrote safetensors, kept for arrays that
-    safetensors cannot hold, such as the strings of demo 11's vocabulary (nothing that needs
-    pickle). The file is written whole or not at all (`replaced_atomically`).
-    """
-    with replaced_atomically(path, "save") as file:
-        np.savez(file, **arrays)
-
-
-def read_checkpoint(path):
-    """{name: array} from a checkpoint file, or a clear error saying why the file is not one.
-
-    A checkpoint is a safetensors file (`Module.save` writes one) or a NumPy .npz archive
-    (`write_checkpoint`, and `Module.save` before safetensors): an .npz is a zip, which begins
-    with the bytes ZIP_START, and anything else is read as safetensors. NumPy's own messages
-    about a damaged .npz speak of pickles and zip internals: they are said in a sentence here.
-    """
-    not_a_checkpoint = f"load: {path!r} is not a tinyattn checkpoint"
-    with opened_to_read(path, "load", "checkpoint file") as file:
-        start = file.read(len(ZIP_START))
-        if not start:
-            raise ValueError(f"{not_a_checkpoint}: the file is empty")
-        file.seek(0)
-        if start != ZIP_START:
-            try:
-                return read_safetensors(file, os.fstat(file.fileno()).st_size)
-            except ValueError as error:
-                raise ValueError(f"{not_a_checkpoint} (safetensors, or NumPy .npz): "
-                                 f"{error}") from None
-        try:
-            with np.load(file, allow_pickle=False) as archive:
-                return {name: archive[name] for name in archive.files}
-        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-            raise ValueError(f"{not_a_checkpoint}: the zip archive is damaged or cut short "
-                             f"({error})") from None
-        except ValueError as error:     # e.g. an array of Python objects, which only pickle reads
-            raise ValueError(f"{not_a_checkpoint}: an entry of the archive cannot be read as an "
-                             f"array of numbers ({error})") from None
-
-
-ZIP_START = b"PK\x03\x04"          # the first bytes of every zip archive
-
-
 def uniform(shape, bound, dtype):
     """A parameter drawn uniformly from [-bound, bound] with the seedable generator."""
     return Parameter(rng.generator.uniform(-bound, bound, shape).astype(dtype))
+
+
+# ------------------------------------------------------------------------------------------------
+# How later chapters add to these layers
+
+def extends(cls):
+    """A decorator that adds the function below it to `cls` as a method, under its own name
+    (d2l's `add_to_class`): how a later chapter gives a layer of an earlier one a new method
+    without the earlier file knowing of it. `@extends(CausalTransformer)` above `def generate`
+    in nn/generation.py makes `model.generate(...)` work; a classmethod or staticmethod is added
+    as one."""
+    def add(function):
+        inner = getattr(function, "__func__", function)        # a classmethod's function
+        wrapped = inner
+        while wrapped is not None:          # it, and what decorators (a door) wrapped, are named
+            wrapped.__qualname__ = f"{cls.__name__}.{inner.__name__}"    # as methods in errors
+            wrapped = getattr(wrapped, "__wrapped__", None)
+        setattr(cls, inner.__name__, function)
+        return function
+    return add

@@ -1,5 +1,6 @@
 """GPT-2's checkpoint layout: how Hugging Face stores GPT-2, and how it maps onto tinyattn's
-`CausalTransformer` (read by `CausalTransformer.from_pretrained`, written by `save_pretrained`).
+`CausalTransformer`; and the two methods this chapter gives the model, `from_pretrained`, which
+reads it, and `save_pretrained`, which writes it (at the end of this file).
 
 A GPT-2 folder holds `config.json` (the sizes) and `model.safetensors` (the weights; the tokenizer's
 vocab.json and merges.txt sit beside them, read by `tinyattn.tokenizer`). The model is a
@@ -23,6 +24,10 @@ import os
 
 import numpy as np
 
+from tinyattn.arguments import door, floating_dtype
+from tinyattn.nn import checks
+from tinyattn.nn.causal_transformer import CausalTransformer
+from tinyattn.nn.module import extends
 from tinyattn.safetensors import load_safetensors, replaced_atomically, save_safetensors
 
 # tinyattn's name (N: the block)    GPT-2's name (Hugging Face)  which third of c_attn, transposed
@@ -235,3 +240,35 @@ def write_gpt2(folder, model):
     # transformers reads a safetensors file only if its metadata names the format "pt"
     save_safetensors(os.path.join(folder, "model.safetensors"), gpt2_weights(model),
                      {"format": "pt"})
+
+
+# ------------------------------------------------------------------------------------------------
+# The methods this chapter adds to CausalTransformer
+
+@extends(CausalTransformer)
+@classmethod
+@door(dtype=floating_dtype)
+def from_pretrained(cls, folder, dtype=np.float32):
+    """GPT-2 from a folder in Hugging Face's layout (config.json and model.safetensors, as
+    `python -m tinyattn download gpt2` fetches them, or as transformers' `save_pretrained` writes
+    them), in eval mode, its parameters of `dtype`. A folder that is not such a folder (a file
+    missing, a config asking for what this model does not do, weights that disagree with the
+    config) is a FileNotFoundError or ValueError naming the folder and what is wrong."""
+    try:
+        settings, state = read_gpt2(folder)
+    except (OSError, ValueError) as error:
+        raise type(error)(f"CausalTransformer.from_pretrained: {error}") from None
+    model = cls(**settings, dtype=dtype)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+@extends(CausalTransformer)
+@door(checks.gpt2_shaped)
+def save_pretrained(self, folder):
+    """Write config.json and model.safetensors of this model to `folder` (made if missing) in
+    GPT-2's layout, which `from_pretrained` and transformers' `GPT2LMHeadModel.from_pretrained`
+    read: a model trained here runs there. Only a GPT-2-shaped model fits that layout: learned
+    positions, a tied head, the default scale or none (scale=1.0). Each file is written whole or
+    not at all."""
+    write_gpt2(folder, self)

@@ -1,0 +1,226 @@
+"""The layers' checks: what makes an argument of a layer in tinyattn.nn bad.
+
+A layer's door names them, `@door(checks.heads_fit, embed_dim=at_least(1), ...)` above its
+`__init__` or `forward` (tinyattn/arguments.py says how doors work). They run once per user call;
+each gets the arguments by name (`self` first, for a method) and raises a ValueError or TypeError
+saying what does not fit, with the layer's name put in front by the door.
+
+In the order of the files they serve: module, layers, multi_head_attention, transformer (chapter
+1); causal_transformer and generation, decoder, experts (chapter 2); pretrained (chapter 3).
+"""
+from collections.abc import Mapping
+
+import numpy as np
+
+from tinyattn import arguments
+from tinyattn.arguments import at_least, shapes
+from tinyattn.functional.checks import attention_mask
+from tinyattn.plumbing import TensorIndexError, data_of, numeric_array
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 1
+
+def state_fits(module, state):
+    """A state dict for `module`: a mapping with its parameters' names, arrays of their shapes and
+    of numbers that fit their dtype. Returns {name: the array converted to that dtype}."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"load_state_dict: expected a dict of arrays, "
+                        f"got {type(state).__name__}")
+    parameters = dict(module.named_parameters())
+    missing, unexpected = parameters.keys() - state.keys(), state.keys() - parameters.keys()
+    if missing or unexpected:
+        raise ValueError(f"load_state_dict: missing {sorted(missing)}, "
+                         f"unexpected {sorted(unexpected)}")
+    arrays = {}
+    for name, parameter in parameters.items():
+        array = numeric_array(data_of(state[name]), f"load_state_dict: {name}")
+        if array.shape != parameter.shape:
+            raise ValueError(f"load_state_dict: {name} has shape {parameter.shape}, "
+                             f"the state has {array.shape}")
+        try:
+            with np.errstate(over="raise"):
+                arrays[name] = array.astype(parameter.dtype)
+        except FloatingPointError:
+            raise ValueError(f"load_state_dict: {name} holds numbers too large for "
+                             f"{parameter.dtype}") from None
+    return arrays
+
+
+def sizes_at_least_0(normalized_shape, **_):
+    """normalized_shape: a size, or a tuple of them."""
+    sizes = normalized_shape if isinstance(normalized_shape, (tuple, list)) else [normalized_shape]
+    for size in sizes:
+        at_least(0)("normalized_shape", size)
+
+
+def normalized_axes_fit(self, x):
+    """x ends with the normalized_shape."""
+    sizes = ", ".join(map(str, self.normalized_shape))
+    shapes(dtype=self.dtype, x=(x, f"(..., {sizes})"))
+
+
+def ids_in_the_table(self, ids):
+    """Embedding: ids are integers in [0, num_embeddings)."""
+    arguments.ids("ids", ids, self.num_embeddings, "embeddings")
+
+
+def heads_fit(embed_dim, num_heads=1, rope=False, positional=None, **_):
+    """num_heads divides embed_dim, into an even head_dim with rope (it rotates pairs), asked for
+    as rope=True or, for a whole model, positional="rope"."""
+    rope = rope or positional == "rope"
+    if embed_dim % num_heads:
+        raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+    if rope and (embed_dim // num_heads) % 2:
+        raise ValueError(f"rope rotates pairs of features, so it needs an even head_dim; got "
+                         f"embed_dim {embed_dim} / num_heads {num_heads} = "
+                         f"{embed_dim // num_heads}")
+
+
+def key_value_and_mask_fit(self, query, key=None, value=None, attn_mask=None, is_causal=False):
+    """MultiHeadAttention: key and value (default: query) are (B, S, E) like the query (B, L, E),
+    and attn_mask broadcasts to the scores (B, H, L, S)."""
+    key = query if key is None else key
+    shapes(dtype=self.dtype, layer=self, query=(query, "(B, L, embed_dim)"),
+           key=(key, "(B, S, embed_dim)"), value=(key if value is None else value,
+                                                  "(B, S, embed_dim)"))
+    (B, L, _), S = query.shape, key.shape[1]
+    if attn_mask is not None and np.ndim(data_of(attn_mask)) and self.hooked and "k" in self.hooked:
+        S = np.shape(data_of(attn_mask))[-1]    # a function attached to the keys may add some
+    attention_mask(attn_mask, (B, self.num_heads, L, S), query.dtype)
+
+
+def block_mask_fits(self, x, attn_mask=None, is_causal=False):
+    """TransformerBlock: attn_mask broadcasts to the scores of its self-attention (B, H, T, T)."""
+    B, T, _ = x.shape
+    attention_mask(attn_mask, (B, self.attn.num_heads, T, T), x.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 2
+
+def within_the_table(self, x, offset=0):
+    """PositionalEncoding: positions offset ... offset + T - 1 are rows of the table."""
+    if offset + x.shape[-2] > self.max_len:
+        raise ValueError(f"sequence length {offset + x.shape[-2]} exceeds max_len {self.max_len}")
+
+
+def token_ids(model, ids):
+    """ids of a language model: (B, T) integers in [0, vocab_size), T >= 1, given as an array, a
+    list (of rows of one length) or a tensor. Returns their shape."""
+    try:
+        shape = np.shape(data_of(ids))
+    except ValueError:                  # NumPy's "inhomogeneous shape": rows of other lengths
+        raise ValueError("ids: the rows have different lengths, but a batch (B, T) holds "
+                         "sequences of one length T: pad them to one length, or give them one "
+                         "at a time") from None
+    arguments.ids("ids", ids, model.embed.num_embeddings, "tokens")
+    if len(shape) != 2 or shape[1] == 0:
+        raise ValueError(f"ids must be (B, T) with T >= 1, got shape {shape}")
+    return shape
+
+
+def ids_and_cache_fit(self, ids, cache=None, **_):
+    """CausalTransformer.forward: token ids; cache None or a KVCache of this model, of as many
+    sequences as ids, in the model's dtype; and with absolute positions, the sequence (cached
+    tokens and ids) no longer than the table."""
+    B, T = token_ids(self, ids)
+    start = 0
+    if cache is not None:
+        if getattr(cache, "model", None) is not self:
+            raise TypeError(f"cache must be a KVCache of this model (from model.empty_cache()), "
+                            f"got {type(cache).__name__}")
+        start = len(cache)
+        if start and cache.batch_size != B:
+            raise ValueError(f"the cache holds the keys of {cache.batch_size} sequences, but ids "
+                             f"is a batch of {B} (shape {(B, T)})")
+    if self.positional in ("sinusoidal", "learned") and start + T > self.max_len:
+        called = " (n_positions in a GPT-2 config.json)" if self.positional == "learned" else ""
+        raise ValueError(f"a sequence of {start + T} tokens is longer than max_len "
+                         f"{self.max_len}, the length of the {self.positional} position "
+                         f"table{called}")
+
+
+def prompt_fits(self, ids, **_):
+    """CausalTransformer.generate: token ids (the prompt)."""
+    token_ids(self, ids)
+
+
+def memory_mask_fits(self, x, memory, memory_mask=None):
+    cross_scores = (len(x), self.cross_attn.num_heads, x.shape[1], memory.shape[1])  # (B, H, L, S)
+    attention_mask(memory_mask, cross_scores, x.dtype, "memory_mask")
+
+
+def sequence_fits(model, name, ids, vocab_size):
+    """ids (B, T) within the vocabulary and max_len."""
+    arguments.ids(name, ids, vocab_size, "tokens")
+    shape = np.shape(data_of(ids))
+    if len(shape) != 2 or shape[1] > model.max_len:
+        raise ValueError(f"{name} must have shape (B, T) with T <= max_len {model.max_len}, got "
+                         f"{shape}")
+
+
+def src_mask_fits(src_mask, shape):
+    """src_mask None, or booleans (True = a real token) of the source's shape (B, S)."""
+    if src_mask is None:
+        return
+    src_mask = np.asarray(src_mask)
+    if src_mask.dtype != np.bool_:
+        raise TypeError(f"src_mask must be booleans (True = a real token), got dtype "
+                        f"{src_mask.dtype}")
+    if src_mask.shape != tuple(shape):
+        raise ValueError(f"src_mask must have the source's shape (B, S) = {tuple(shape)}, got "
+                         f"{src_mask.shape}")
+
+
+def source_and_target_fit(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
+    source_fits(self, src_ids, src_mask)
+    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
+
+
+def source_fits(self, src_ids, src_mask=None):
+    sequence_fits(self, "src_ids", src_ids, self.src_vocab)
+    src_mask_fits(src_mask, np.shape(data_of(src_ids)))
+
+
+def target_fits(self, tgt_ids, memory, src_mask=None, return_weights=False):
+    sequence_fits(self, "tgt_ids", tgt_ids, self.tgt_vocab)
+    src_mask_fits(src_mask, memory.shape[:2])
+
+
+def start_and_source_fit(self, src_ids, max_new_tokens, start_id, src_mask=None):
+    if start_id >= self.tgt_vocab:
+        raise TensorIndexError(f"start_id must lie in [0, {self.tgt_vocab}) "
+                               f"({self.tgt_vocab} target tokens), got {start_id}")
+    if 1 + max_new_tokens > self.max_len:
+        raise ValueError(f"1 + max_new_tokens = {1 + max_new_tokens} target tokens exceed "
+                         f"max_len {self.max_len}")
+    source_fits(self, src_ids, src_mask)
+
+
+
+def top_k_of_the_experts(num_experts, top_k=2, **_):
+    if top_k > num_experts:
+        raise ValueError(f"top_k {top_k} is more than num_experts {num_experts}")
+
+
+def some_tokens(self, x):
+    if x.size == 0:
+        raise ValueError(f"needs at least one token, got an input of shape {x.shape}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 3
+
+def gpt2_shaped(self, folder):
+    """save_pretrained: what GPT-2's layout can hold (nn/pretrained.py): learned positions, a tied
+    head without bias, attention scaled by 1/sqrt(head_dim) or not at all."""
+    differences = [what for what, differs in (
+        (f"{self.positional} positions (not learned)", self.positional != "learned"),
+        ("an output head of its own (not tied to the embedding)", not self.tied_head),
+        (f"scale {self.blocks[0].attn.scale} (not None or 1.0)",
+         self.blocks[0].attn.scale not in (None, 1.0))) if differs]
+    if differences:
+        raise ValueError(f"GPT-2's layout holds a model with learned positions, a head tied to "
+                         f"the embedding and the default scale; this one has "
+                         f"{' and '.join(differences)}")
