@@ -36,7 +36,7 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.nn.module import read_checkpoint, write_checkpoint
+from tinyattn.nn.checkpoints import read_checkpoint, write_checkpoint
 
 # %% [markdown]
 # The data: the text as numbers (each character's index in the sorted list of the distinct ones),
@@ -290,7 +290,7 @@ def main(argv=None):
 def command_line(argv):
     """The arguments every demo has and this one's; BLAS on one thread."""
     parser = demo_tools.argument_parser(__doc__)
-    parser.add_argument("--positional", default=POSITIONAL, choices=nn.transformer.POSITIONAL,
+    parser.add_argument("--positional", default=POSITIONAL, choices=nn.causal_transformer.POSITIONAL,
                         help=f"how the model knows positions (default: {POSITIONAL})")
     parser.add_argument("--sample", metavar="CHECKPOINT",
                         help="write text with the model of this checkpoint instead of training")

@@ -174,7 +174,8 @@ def test_attention_cluster_inside_a_transformer_block():
     assert not any(label.startswith(("ln1.", "ln2.", "ff.")) for label in in_attention)
     in_q_proj = {label.split("\\n")[0] for _, label, clusters in placed
                  if clusters == ["attention", "q_proj"]}
-    assert in_q_proj == {"attn.q_proj.weight", "attn.q_proj.bias", "transpose", "matmul", "add"}
+    assert in_q_proj == {"attn.q_proj.weight", "attn.q_proj.bias", "transpose", "matmul", "add",
+                         "reshape"}        # a batch of sequences folded into rows, and back
 
 
 def test_clusters_that_overlap_without_nesting_are_refused():

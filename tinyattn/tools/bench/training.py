@@ -54,7 +54,7 @@ def torch_trainer(torch, model):
                for name, p in model.named_parameters()}
     optimizer = torch.optim.AdamW(weights.values(), **ADAMW)
     E, H = model.embed.embedding_dim, model.blocks[0].attn.num_heads
-    table = ta.nn.sinusoidal_positions(model.positions.max_len, E)
+    table = ta.functional.sinusoidal_positions(model.positions.max_len, E)
     positions = torch.tensor(table.astype(model.embed.weight.dtype))
 
     def linear(x, name):

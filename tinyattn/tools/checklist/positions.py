@@ -6,6 +6,7 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
+from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.tools.checklist.cases import LayerCase, OpCase, function, layer, leaves
 
 
@@ -27,9 +28,10 @@ def cached_attention_step():
     x, = leaves((2, 5, 8))
 
     def step(x, *parameters):
-        cache = nn.KVCache()
-        attention(x[:, :3], is_causal=True, cache=cache)
-        return attention(x[:, 3:], is_causal=True, cache=cache)[0]     # (2, 2, 8)
+        cache = nn.KVCache(attention)
+        with cache.attached():
+            attention(x[:, :3], is_causal=True)
+            return attention(x[:, 3:], attn_mask=causal_mask(2, 5, offset=3))[0]   # (2, 2, 8)
     return step, [x, *attention.parameters()]
 
 

@@ -254,11 +254,6 @@ INDEX = Exercise(
         "`grad_a[index] += grad` writes a repeated index once (NumPy buffers it); np.add.at adds "
         "every occurrence.",
     ),
-    equivalent_mutants=tuple(
-        (f"Index.backward: np.add.at(grad_a.reshape(-1), positions.reshape(-1), "
-         f"grad.reshape(-1)) :: 1 -> 2{' (again)' * again}",
-         "NumPy reads a negative size in reshape as the one size to infer: reshape(-2) is "
-         "reshape(-1)") for again in range(3)),
     wrong_versions=(
         Wrong("`=` where gradients must add",
               (("np.add.at(grad_a, index, grad)", "grad_a[index] = grad"),)),
@@ -549,8 +544,7 @@ MATMUL = Exercise(
     "matmul", 1, "the backward of matmul, with batches that broadcast",
     "tinyattn.ops.matmul", ("Matmul.backward",),
     read_first="README, \"The matmul adjoint\"; the docstring of Matmul in tinyattn/ops/matmul.py "
-               "(the 1-D and shared-matrix cases), and product and rows_transposed_times below "
-               "it",
+               "(the 1-D and broadcast cases)",
     checks=(
         gradient_rows("matmul", "matmul batched", "matmul shared weight", "matmul shared left",
                       "matmul broadcast batch", "matmul vector left", "matmul vector right",
@@ -567,19 +561,16 @@ MATMUL = Exercise(
         "swapaxes(-1, -2) is. The sweep sums the broadcast batch axes back for you.",
         "A 1-D operand: make it a one-row (a) or one-column (b) matrix, with grad given the axis "
         "the product dropped, then take that axis out of its gradient again.",
-        "A 2-D b shared by a batch of a's: `product` folds the batch into rows for dL/da, and "
-        "rows_transposed_times makes dL/db one product (rows, k)^T @ (rows, n), summed over the "
-        "batch by the product itself.",
     ),
     wrong_versions=(
         Wrong("dL/da with its factors in the wrong order: b^T @ grad",
-              (("product(grad, b.swapaxes(-1, -2))", "b.swapaxes(-1, -2) @ grad"),)),
+              (("grad @ b.swapaxes(-1, -2)", "b.swapaxes(-1, -2) @ grad"),)),
         Wrong("the transposes swapped in dL/db: a @ grad^T",
               (("a.swapaxes(-1, -2) @ grad", "a @ grad.swapaxes(-1, -2)"),)),
         Wrong("`.T` on a batch, which reverses every axis",
               (("a.swapaxes(-1, -2) @ grad", "a.T @ grad"),)),
-        Wrong("the shared matrix's transpose forgotten in dL/da",
-              (("product(grad, b.swapaxes(-1, -2))", "product(grad, b)"),)),
+        Wrong("b's transpose forgotten in dL/da",
+              (("grad @ b.swapaxes(-1, -2)", "grad @ b"),)),
     ),
 )
 
@@ -621,13 +612,15 @@ SOFTMAX = Exercise(
     ),
     wrong_versions=(
         Wrong("softmax's backward without its subtraction term",
-              (("out * (grad - summed(grad * out, axis))", "out * grad"),)),
+              (("out * (grad - (grad * out).sum(axis=axis, keepdims=True))", "out * grad"),)),
         Wrong("the sum always over the last axis",
-              (("summed(grad * out, axis)", "summed(grad * out, -1)"),)),
+              (("(grad * out).sum(axis=axis, keepdims=True)",
+                "(grad * out).sum(axis=-1, keepdims=True)"),)),
         Wrong("the Jacobian's diagonal only: out (1 - out) grad",
-              (("out * (grad - summed(grad * out, axis))", "out * (1 - out) * grad"),)),
+              (("out * (grad - (grad * out).sum(axis=axis, keepdims=True))",
+                "out * (1 - out) * grad"),)),
         Wrong("the sum over the axis without keepdims",
-              (("summed(grad * out, axis)", "(grad * out).sum(axis=axis)"),)),
+              (("(grad * out).sum(axis=axis, keepdims=True)", "(grad * out).sum(axis=axis)"),)),
     ),
 )
 
@@ -702,9 +695,9 @@ LAYER_NORM = Exercise(
         "and kept as size-1 axes.",
     ),
     wrong_versions=(
-        Wrong("the mean(g) term forgotten", (("(g - row_mean(g)", "(g"),)),
+        Wrong("the mean(g) term forgotten", (("(g - mean_g - ", "(g - "),)),
         Wrong("the xhat * mean(g * xhat) term forgotten",
-              (("- xhat * row_mean(g * xhat))", ")"),)),
+              (("- xhat * mean_g_xhat)", ")"),)),
         Wrong("the weight left out of g", (("g = grad * weight  ", "g = grad  "),)),
         Wrong("dL/dweight as grad, the bias's rule",
               (("grad * xhat if self.needs_grad(1)", "grad if self.needs_grad(1)"),)),
@@ -964,7 +957,7 @@ def causal_gradients_above_the_diagonal(attend):
 
 ATTENTION = Exercise(
     "attention", 1, "scaled dot-product attention: scores, masks, softmax, weighted sum",
-    "tinyattn.functional.scaled_dot_product", ("attention",),
+    "tinyattn.functional.scaled_dot_product", ("attention_weights", "attention"),
     given=("scaled_dot_product_attention",),
     read_first="the top of tinyattn/functional/scaled_dot_product.py and the docstring of "
                "scaled_dot_product_attention (in your file, below); split_mask and causal_mask",
@@ -986,8 +979,8 @@ ATTENTION = Exercise(
     ),
     hints=(
         "Re-read the top of scaled_dot_product.py: scores = query @ key^T * scale, weights = "
-        "softmax(scores + mask), output = weights @ value; and scaled_dot_product_attention's "
-        "docstring for what the masks mean.",
+        "softmax(scores + mask) (attention_weights), output = weights @ value (attention); and "
+        "scaled_dot_product_attention's docstring for what the masks mean.",
         "scale defaults to 1 / sqrt(E), as a Python float (a NumPy float64 would turn float32 "
         "attention into float64). `.mT` transposes a batch of keys.",
         "split_mask turns attn_mask into a boolean mask and an additive one; with is_causal, "
@@ -996,7 +989,7 @@ ATTENTION = Exercise(
         "the softmax, with -inf (ops.where), so that their weights come out exactly 0.",
     ),
     equivalent_mutants=(
-        ("attention: if dropout_p > 0.0: :: dropout_p > 0.0 -> dropout_p >= 0.0",
+        ("attention_weights: if dropout_p > 0.0: :: dropout_p > 0.0 -> dropout_p >= 0.0",
          "dropout with p = 0 returns the weights as they are"),
     ),
     wrong_versions=(
@@ -1047,26 +1040,22 @@ def multi_head_in_eval():
 
 
 def cache_equals_whole():
-    """Fed a few tokens at a time through a KVCache, the layer gives the whole sequence's outputs
-    (with rope: positions continue from the cache): causal, causal with padding, and not causal
-    (the last tokens' queries see every key)."""
+    """Fed a few tokens at a time through chapter 2's KVCache, which works through the layer's
+    "k" and "v" hooks, the layer gives the whole sequence's outputs (with rope: the queries'
+    positions continue after the cached keys): causal, and causal with padding."""
     ta.manual_seed(0)
     layer = nn.MultiHeadAttention(8, 2, rope=True)
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
     padding = np.array([[True, False, True, True, True], [True, True, True, False, True]])
     pairs = []
-    for kwargs in (dict(is_causal=True), dict(is_causal=True, attn_mask=padding[:, None, None]),
-                   dict(attn_mask=padding[:, None, None])):
-        whole, _ = layer(x, **kwargs)
-        mask = kwargs.get("attn_mask")
-        cache, steps = nn.KVCache(), []
+    for mask in (np.ones((2, 5), bool), padding):
+        allowed = mask[:, None, None, :] & np.tril(np.ones((5, 5), bool))     # (B, 1, L, S)
+        whole, _ = layer(x, attn_mask=allowed)
+        cache, steps = nn.KVCache(layer), []
         for start, stop in ((0, 2), (2, 3), (3, 5)):
-            seen = dict(kwargs, attn_mask=None if mask is None else mask[..., :stop])
-            steps.append(layer(x[:, start:stop], cache=cache, **seen)[0])
-        if kwargs.get("is_causal"):
-            pairs.append((ta.concatenate(steps, axis=1), whole))
-        else:
-            pairs.append((steps[-1], whole[:, 3:]))
+            with cache.attached():
+                steps.append(layer(x[:, start:stop], attn_mask=allowed[..., start:stop, :stop])[0])
+        pairs.append((ta.concatenate(steps, axis=1), whole))
     return pairs
 
 
@@ -1080,8 +1069,8 @@ MULTI_HEAD = Exercise(
     "multi_head", 1, "multi-head attention: project, split into heads, attend, merge, project",
     "tinyattn.nn.multi_head_attention", ("MultiHeadAttention.forward",),
     read_first="the top of tinyattn/nn/multi_head_attention.py (the five steps and their "
-               "shapes) and MultiHeadAttention's docstring; KVCache at the end of the file; "
-               "F.attention and F.rope",
+               "shapes) and MultiHeadAttention's docstring; Module.hook in "
+               "tinyattn/nn/module.py; attention_weights and F.rope",
     checks=(
         matches("outputs and weights vs NumPy, head by head: self, cross, causal with padding",
                 multi_head_outputs),
@@ -1099,24 +1088,20 @@ MULTI_HEAD = Exercise(
         "Split: reshape (B, T, E) to (B, T, H, D), so head h owns features h*D ... (h+1)*D - 1, "
         "then transpose to (B, H, T, D): the head axis becomes a batch axis of attention.",
         "Merge is the split undone: transpose back to (B, L, H, D) before reshaping to (B, L, E).",
-        "With a cache: rope first (positions from len(cache)), then cache.append; causal with a "
-        "cache needs causal_mask aligned at the end (offset = start + S - L), not is_causal.",
-    ),
-    equivalent_mutants=(
-        ("MultiHeadAttention.forward: start = 0 if cache is None else len(cache)              # "
-         "tokens before this call's :: 0 -> 1",
-         "without a cache, start is only rope's offset, the same for queries and keys: moving "
-         "both by one position changes no score (a rotated score depends only on the distance)"),
+        "Name the activations with self.hook(name, x) (q, k, v, weights, heads, out): it returns "
+        "x, unless a function is attached, as chapter 2's KVCache attaches to k and v, putting "
+        "the cached keys first; so rope comes after, the queries from start = k.shape[2] - S.",
     ),
     wrong_versions=(
         Wrong("heads split by a reshape alone, without the transpose",
-              (("q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)", "q = q.reshape(B, H, L, D)"),)),
+              (('self.hook("q", q.reshape(B, L, H, D).transpose(0, 2, 1, 3))',
+                'self.hook("q", q.reshape(B, H, L, D))'),)),
         Wrong("heads merged by a reshape alone, without transposing back",
               (("heads.transpose(0, 2, 1, 3).reshape(B, L, E)", "heads.reshape(B, L, E)"),)),
         Wrong("the values projected by the key projection",
               (("v = self.v_proj(value)", "v = self.k_proj(value)"),)),
-        Wrong("the causal mask of a cached step aligned at the start",
-              (("offset=start + S - L)", "offset=0)"),)),
+        Wrong("rope's queries rotated from position 0 after cached keys",
+              (("F.rope(q, offset=start)", "F.rope(q)"),)),
     ),
 )
 

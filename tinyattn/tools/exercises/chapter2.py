@@ -170,6 +170,21 @@ def a_learned_mask_keeps_its_graph():
     return difference(bias.grad, np_causal(3, 5, 1))
 
 
+def model_cache_equals_whole():
+    """A causal language model fed 3, then 1, then 2 tokens through its KVCache gives the logits
+    of the whole sequence: each step's mask is causal_mask aligned after the cached tokens."""
+    pairs = []
+    for positional in ("rope", "alibi"):
+        ta.manual_seed(0)
+        model = nn.CausalTransformer(vocab_size=9, embed_dim=8, num_heads=2, num_layers=2,
+                                     positional=positional)
+        ids = np.random.default_rng(1).integers(0, 9, (2, 6))
+        cache = model.empty_cache()
+        steps = [model(ids[:, start:stop], cache=cache) for start, stop in ((0, 3), (3, 4), (4, 6))]
+        pairs.append((ta.concatenate(steps, axis=1), model(ids)))
+    return pairs
+
+
 def float_mask_keeps_its_dtype():
     bias = np.zeros((3, 4), np.float32)
     return float(sdpa.causal_mask(3, 4, bias, offset=1).dtype != np.float32)
@@ -179,8 +194,8 @@ CAUSAL_MASK = Exercise(
     "causal_mask", 2, "the causal mask, aligned for a key/value cache",
     "tinyattn.functional.scaled_dot_product", ("causal_mask",),
     read_first="the docstring of causal_mask in tinyattn/functional/scaled_dot_product.py; "
-               "MultiHeadAttention.forward in tinyattn/nn/multi_head_attention.py, where a cached "
-               "step calls it; NumPy's np.tril and its k",
+               "CausalTransformer.forward in tinyattn/nn/causal_transformer.py, where a step "
+               "after a key/value cache calls it; NumPy's np.tril and its k",
     checks=(
         matches("masks vs NumPy: square, L < S, L > S, offsets; and-ed with a boolean mask, "
                 "added to a float one", causal_masks, 0),
@@ -193,8 +208,8 @@ CAUSAL_MASK = Exercise(
         holds("causal attention: no gradient reaches a key or value after the query",
               causal_gradients_above_the_diagonal(
                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), 0),
-        matches("a few tokens at a time through a KVCache = the whole sequence, with masks",
-                cache_equals_whole),
+        matches("a language model fed a few tokens at a time through its KVCache = the whole "
+                "sequence (rope, ALiBi)", model_cache_equals_whole),
         gradients("a learned float mask, causal",
                   lambda q, k, v, bias: F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
                                                                        is_causal=True),
@@ -721,15 +736,16 @@ ADAMW = Exercise(
         "A parameter without a gradient takes no step. Make m, v (zeros of its shape and dtype) "
         "and its step count at its first step; self.gradient(p) is the g to follow (Adam's "
         "includes weight_decay * p).",
-        "Bias correction: m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). Update m, v and "
-        "p in place, with Python floats, so that float32 stays float32.",
+        "Bias correction: m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). Keep m and v in "
+        "self.m[i] and self.v[i], move p.data in place, with Python floats, so that float32 stays "
+        "float32.",
         "AdamW: Adam's step calls self.decay(p) just before it moves p; AdamW's decay shrinks "
         "p by (1 - lr * weight_decay), and its gradient is the plain one.",
     ),
     wrong_versions=(
         Wrong("no bias correction",
-              (("np.divide(v, correction2, out=square)", "np.divide(v, 1.0, out=square)"),
-               ("step *= self.lr / correction1", "step *= self.lr"))),
+              (("m_hat = self.m[i] / (1.0 - self.beta1 ** t)", "m_hat = self.m[i]"),
+               ("v_hat = self.v[i] / (1.0 - self.beta2 ** t)", "v_hat = self.v[i]"))),
         Wrong("AdamW's decay added to the gradient (coupled, as in Adam)",
               (("p.data *= 1.0 - self.lr * self.weight_decay",
                 "p.grad = p.grad + self.weight_decay * p.data"),)),
@@ -737,7 +753,7 @@ ADAMW = Exercise(
               (("p.data *= 1.0 - self.lr * self.weight_decay",
                 "p.data *= 1.0 - self.weight_decay"),)),
         Wrong("v from the gradient, not its square",
-              (("square = np.multiply(grad, grad)", "square = np.multiply(grad, 1.0)"),)),
+              (("(1.0 - self.beta2) * g * g", "(1.0 - self.beta2) * g"),)),
     ),
 )
 

@@ -6,7 +6,8 @@ Putting a function in place, and taking it out again afterwards, whatever happen
   * a function behind a door (`@door(...) def attention`) keeps tinyattn's door, which calls the
     function below it: that function is swapped for the learner's, so every reference to the
     door, a function table's included, runs the learner's body;
-  * any other function (`unbroadcast`) is replaced in every tinyattn module that holds it.
+  * any other function (`unbroadcast`) is replaced in every tinyattn module that holds it, and
+    in the learner's file, where the learner's other functions call it.
 Each function put in place counts its calls. A check during which the learner's code never ran
 fails: a grader that checked tinyattn's own code instead would be worse than none.
 """
@@ -150,6 +151,9 @@ def in_place(exercise, functions, calls):
                         if value is original:
                             undo.append((setattr, (other, attribute, original)))
                             setattr(other, attribute, replacement)
+                # the learner's other functions call it through their file's globals: counted too
+                undo.append((dict.__setitem__, (learner.__globals__, name, learner)))
+                learner.__globals__[name] = replacement
         yield
     finally:
         for action, arguments in reversed(undo):
