@@ -34,7 +34,7 @@ from tinyattn.gradient_check import central_difference, unit
 
 # %%
 README_ENTRY = """\
-1. [`01_first_gradient.py`](demos/01_first_gradient.py) — one gradient computed three ways: by
+1. [`01_first_gradient.py`](../demos/01_first_gradient.py) — one gradient computed three ways: by
    tinyattn's backward, by the chain rule written out by hand, and by finite differences; they
    agree to {worst_difference:.0e}. (Text only.)"""
 

@@ -45,12 +45,12 @@ from tinyattn.viz import draw_graph, nodes, record_calls, render
 TOKENS, EMBED_DIM, HEAD_DIM, NUM_HEADS = 4, 8, 4, 2
 
 README_ENTRY = """\
-2. [`02_draw_graph.py`](demos/02_draw_graph.py) — the graph a forward pass leaves behind, drawn
+2. [`02_draw_graph.py`](../demos/02_draw_graph.py) — the graph a forward pass leaves behind, drawn
    with `tinyattn.viz.draw_graph`: a small MLP, one attention head (below; note the key bias's
    gradient of {key_bias_grad:.0e} — softmax ignores a shift shared by a whole row), and one
    multi-head attention layer with its parts boxed.
 
-   ![the graph of one attention head](docs/pictures/attention_head.png)"""
+   ![the graph of one attention head](pictures/attention_head.png)"""
 
 
 # %% [markdown]

@@ -61,7 +61,7 @@ EPS_STEPS_QUICK = [1e-1, 1e-2, 1e-4, 1e-6, 1e-8, 1e-10]
 EPS_DRAWS = 20                    # random (x, v) pairs of size 5: 100 elements for the medians
 
 README_ENTRY = """\
-3. [`03_gradcheck_walkthrough.py`](demos/03_gradcheck_walkthrough.py) — one numerical and one
+3. [`03_gradcheck_walkthrough.py`](../demos/03_gradcheck_walkthrough.py) — one numerical and one
    analytical gradient side by side; `ta.gradcheck` on multi-head attention
    ({mha_numbers_compared} numbers, worst difference {mha_worst_abs:.1e}); a Sigmoid with a wrong
    backward, caught and located; and how the step eps trades truncation against rounding: over
@@ -69,7 +69,7 @@ README_ENTRY = """\
    float64 ({best_median_float64:.0e}) and at eps = {best_eps_float32:.0e} in float32
    ({best_median_float32:.0e}, {float32_over_float64:.0e} times larger).
 
-   ![error of central differences against eps](docs/pictures/gradcheck_eps.png)"""
+   ![error of central differences against eps](pictures/gradcheck_eps.png)"""
 
 
 # %% [markdown]

@@ -67,7 +67,7 @@ COMPARED = ("median_ratio", "query_grad_typical_row", "key_grad_typical_row",
             "query_grad_total", "key_grad_total", "value_grad_total")   # table 2: unscaled / scaled
 
 README_ENTRY = """\
-4. [`04_sqrt_dk.py`](demos/04_sqrt_dk.py) — **the main demo.** Random unit-variance queries and
+4. [`04_sqrt_dk.py`](../demos/04_sqrt_dk.py) — **the main demo.** Random unit-variance queries and
    keys of width d_k = {smallest_key_dim} … {largest_key_dim}, attention with and without the
    1/√d_k scale, a random upstream gradient backpropagated by tinyattn. Scaled, the share of
    gradient the softmax lets through (median over rows of ‖dL/dscores‖ / ‖dL/dweights‖) stays
@@ -82,7 +82,7 @@ README_ENTRY = """\
    the few unsaturated rows: a typical query row gets
    {query_grad_typical_row_unscaled_over_scaled_1024:.2f}× the scaled gradient.
 
-   ![gradient through the softmax against d_k, scaled and unscaled](docs/pictures/sqrt_dk.png)"""
+   ![gradient through the softmax against d_k, scaled and unscaled](pictures/sqrt_dk.png)"""
 
 
 # %% [markdown]

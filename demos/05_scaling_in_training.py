@@ -202,7 +202,7 @@ def main(argv=None):
 
 # %%
 README_ENTRY = """\
-5. [`05_scaling_in_training.py`](demos/05_scaling_in_training.py) — the same effect in training:
+5. [`05_scaling_in_training.py`](../demos/05_scaling_in_training.py) — the same effect in training:
    one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
    scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
    reaches {target_accuracy:.0%} held-out accuracy at step {scaled_256_steps_to_learn}, the
@@ -216,7 +216,7 @@ README_ENTRY = """\
    unscaled and {scaled_256_ms_per_step:.0f} ms scaled. One seed and one learning rate: the demo
    says so.
 
-   ![loss and accuracy curves, scaled and unscaled](docs/pictures/scaling_in_training.png)"""
+   ![loss and accuracy curves, scaled and unscaled](pictures/scaling_in_training.png)"""
 
 
 def print_tables(comparisons, settings, passes):

@@ -58,14 +58,14 @@ ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digi
 MIRROR_KEYS = 2 * LENGTH - 1 - ANSWER_QUERIES          # the key each of them needs
 
 README_ENTRY = """\
-6. [`06_attention_heatmap.py`](demos/06_attention_heatmap.py) — a {num_layers}-layer causal
+6. [`06_attention_heatmap.py`](../demos/06_attention_heatmap.py) — a {num_layers}-layer causal
    transformer learns to reverse {length} digits ({accuracy:.0%} held-out accuracy); its per-head
    attention weights on one held-out example, with the key each answer needs circled. Over all
    {held_out} held-out examples, the second layer's heads put their largest weight on the mirrored
    position for {L2H1_mirror:.0%} and {L2H2_mirror:.0%} of the answers, the first layer's for
    {L1H1_mirror:.0%} and {L1H2_mirror:.0%}.
 
-   ![attention weights per layer and head](docs/pictures/attention_heatmap.png)"""
+   ![attention weights per layer and head](pictures/attention_heatmap.png)"""
 
 
 # %% [markdown]

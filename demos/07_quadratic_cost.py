@@ -244,7 +244,7 @@ def main(argv=None):
 
 # %%
 README_ENTRY = """\
-7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
+7. [`07_quadratic_cost.py`](../demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
    of width {width}, forward + backward, at L = {smallest_length:,} … {largest_length:,}. Plain
    attention's peak memory grows as L^{slope_memory_plain:.2f} (the slope on a log-log plot):
    {plain_peak_gib:.1f} GiB at L = {plain_largest_length:,}, and {plain_predicted_gib:.1f} GiB
@@ -271,9 +271,9 @@ README_ENTRY = """\
    {window} queries, {weight_outside_window_mean:.0%} of a query's plain attention weight lies
    outside its window on average.
 
-   ![time and peak memory against L, log-log, with fitted slopes](docs/pictures/quadratic_cost.png)
+   ![time and peak memory against L, log-log, with fitted slopes](pictures/quadratic_cost.png)
 
-   ![six attention patterns, from full to block-sparse](docs/pictures/attention_patterns.png)"""
+   ![six attention patterns, from full to block-sparse](pictures/attention_patterns.png)"""
 LABELS = {"plain": "plain SDPA", "flash": f"flash (block {BLOCK})",
           "block_sparse": f"block-sparse, local + global ({BLOCK})",
           "sliding": f"sliding window (w = {WINDOW})", "linear": f"linear, causal (C = {CHUNK})"}

@@ -186,7 +186,7 @@ def main(argv=None):
 
 # %%
 README_ENTRY = """\
-8. [`08_positions.py`](demos/08_positions.py) — without positions a layer is
+8. [`08_positions.py`](../demos/08_positions.py) — without positions a layer is
    permutation-equivariant (gap {equivariance_gap_none:.0e}), and one causal layer sees only the
    multiset of earlier tokens ({multiset_gap_none_1_layer:.0e}; with two layers the causal mask
    leaks order: {multiset_gap_none_2_layers:.0e}). Naming the token {shift} places back, held-out
@@ -201,9 +201,9 @@ README_ENTRY = """\
    {new_positions_accuracy_none_32:.0%} and {new_positions_accuracy_none_64:.0%}. The ALiBi paper
    reports that ALiBi extrapolates to longer inputs; here alibi {alibi_verdict}.
 
-   ![held-out accuracy per encoding](docs/pictures/positions_accuracy.png)
+   ![held-out accuracy per encoding](pictures/positions_accuracy.png)
 
-   ![accuracy at each position, tested longer](docs/pictures/positions_extrapolation.png)"""
+   ![accuracy at each position, tested longer](pictures/positions_extrapolation.png)"""
 
 
 def print_part_a(equivariance, multiset):

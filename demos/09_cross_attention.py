@@ -234,7 +234,7 @@ def main(argv=None):
 
 # %%
 README_ENTRY = """\
-9. [`09_cross_attention.py`](demos/09_cross_attention.py) — an encoder-decoder learns a toy
+9. [`09_cross_attention.py`](../demos/09_cross_attention.py) — an encoder-decoder learns a toy
    translation whose word order differs (adjectives after nouns, the verb last), so the alignment
    crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of
    them right to the end token ({per_word:.1%} of the words). The second layer's cross-attention
@@ -243,7 +243,7 @@ README_ENTRY = """\
    {cross_L1H2:.0%}. The heatmaps show each decoder layer's causal self-attention next to its
    cross-attention, on one held-out sentence.
 
-   ![decoder self- and cross-attention per layer and head](docs/pictures/cross_attention.png)"""
+   ![decoder self- and cross-attention per layer and head](pictures/cross_attention.png)"""
 
 
 def print_results(numbers, batch, example, written, weights):

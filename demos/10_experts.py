@@ -220,7 +220,7 @@ def main(argv=None):
 
 # %%
 README_ENTRY = """\
-10. [`10_experts.py`](demos/10_experts.py) — a language model with {num_experts} feed-forward
+10. [`10_experts.py`](../demos/10_experts.py) — a language model with {num_experts} feed-forward
     experts (top {top_k}) trained twice from the same start, with and without the Switch balance
     loss (weight {balance_weight}). Without it the busiest expert ends with {load_max_without:.1%}
     of the assignments and the idlest with {load_min_without:.1%}; with it, {load_max_with:.1%} and
@@ -229,7 +229,7 @@ README_ENTRY = """\
     collapsed (ended below {collapsed_level:.0%} of the assignments): {collapsed_without} without
     the balance loss, {collapsed_with} with it. Tables show which words each expert takes.
 
-    ![loads per expert over training, loss curves, words per expert](docs/pictures/experts.png)"""
+    ![loads per expert over training, loss curves, words per expert](pictures/experts.png)"""
 
 
 def print_tables(runs, counts, numbers, every):

@@ -448,7 +448,7 @@ def first_lines(text, limit):
 
 SHOWN = 300                         # at most this many characters of the sample in the README
 README_ENTRY = """\
-11. [`11_tiny_gpt.py`](demos/11_tiny_gpt.py) — a character-level GPT ({parameters:,} parameters:
+11. [`11_tiny_gpt.py`](../demos/11_tiny_gpt.py) — a character-level GPT ({parameters:,} parameters:
     4 layers, 4 heads, width 128, context 64, {positional} positions) trained with AdamW for
     {steps:,} steps of 12 windows on the {characters:,} characters of Python's documentation
     topics (`pydoc_data.topics`, Python {python_version}): validation loss {val_loss_all:.2f} nats
@@ -459,7 +459,7 @@ README_ENTRY = """\
     after training, as it came out (the first lines; temperature {temperature}, top-k {top_k},
     seed {seed}, prompt "{prompt}"; ↵ marks a line break): `{sample_shown}`
 
-    ![loss curves against the unigram and bigram baselines](docs/pictures/tiny_gpt_loss.png)"""
+    ![loss curves against the unigram and bigram baselines](pictures/tiny_gpt_loss.png)"""
 
 # %% [markdown]
 # Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).

@@ -63,7 +63,7 @@ QUICK = {"widths": (16, 32, 64), "seeds": (0,), "steps": 40, "eval_every": 40, "
 DRAWN_WIDTH, DRAWN_HEADS = 32, (1, 2, 4)
 
 README_ENTRY = """\
-12. [`12_why_heads.py`](demos/12_why_heads.py) — **why several heads.** One attention layer of
+12. [`12_why_heads.py`](../demos/12_why_heads.py) — **why several heads.** One attention layer of
     width E, split into 1, 2, 4 or 8 heads (the same parameters: {parameters_32:,} at E = 32),
     learns to name the tokens 1, 2 and 4 places back ({classes} answers). Held-out accuracy, mean
     of {seeds} seeds, with 1 / 2 / 4 / 8 heads: {accuracy_16_1:.0%} / {accuracy_16_2:.0%} /
@@ -77,9 +77,9 @@ README_ENTRY = """\
     them, one average of the three tokens, whose unequal weights are all that can keep their
     order.
 
-    ![each head's attention, 1, 2 and 4 heads](docs/pictures/why_heads_attention.png)
+    ![each head's attention, 1, 2 and 4 heads](pictures/why_heads_attention.png)
 
-    ![accuracy and loss against the number of heads](docs/pictures/why_heads_accuracy.png)"""
+    ![accuracy and loss against the number of heads](pictures/why_heads_accuracy.png)"""
 
 
 # %% [markdown]

@@ -76,7 +76,7 @@ FULL = {"steps": 800, "eval_every": 100, "print_every": 400}
 QUICK = {"steps": 20, "eval_every": 20, "print_every": 20}
 
 README_ENTRY = """\
-13. [`13_what_linear_attention_gives_up.py`](demos/13_what_linear_attention_gives_up.py) —
+13. [`13_what_linear_attention_gives_up.py`](../demos/13_what_linear_attention_gives_up.py) —
     **what linear attention gives up.** Demo 5's associative recall with 4 to 64 pairs, learned
     by one attention layer of width {width} with four attention functions. Held-out recall at 4 /
     16 / 64 pairs: softmax {recall_softmax_4:.0%} / {recall_softmax_16:.0%} /
@@ -92,7 +92,7 @@ README_ENTRY = """\
     {recall_linear_E16_64:.0%}, {recall_linear_64:.0%} and {recall_linear_E64_64:.0%} at 64 pairs.
     {verdict}
 
-    ![held-out recall against the number of pairs](docs/pictures/linear_attention_recall.png)"""
+    ![held-out recall against the number of pairs](pictures/linear_attention_recall.png)"""
 
 
 # %% [markdown]

@@ -75,7 +75,7 @@ RESULTS = demo_tools.ROOT / "docs" / "pictures" / "results.json"
 FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
 
 README_ENTRY = """\
-14. [`14_gpt2.py`](demos/14_gpt2.py) — GPT-2 small ({parameters:,} parameters, OpenAI's weights
+14. [`14_gpt2.py`](../demos/14_gpt2.py) — GPT-2 small ({parameters:,} parameters, OpenAI's weights
     read by `CausalTransformer.from_pretrained`, text cut by tinyattn's own GPT-2 tokenizer) in
     the engine of this repository. After "{prompt_0}" its likeliest next tokens are {top_0}; after
     "{prompt_2}", {top_2}. Greedy, it continues "{continued}" with `{greedy_shown}`. It writes
@@ -89,10 +89,10 @@ README_ENTRY = """\
     {second_copy_loss:.1f} on the second; {induction_head_count} heads score above
     {threshold} (the best: {best_heads}), {agreement}.
 
-    ![every head's attention on repeated random tokens](docs/pictures/gpt2_induction_heads.png)"""
+    ![every head's attention on repeated random tokens](pictures/gpt2_induction_heads.png)"""
 
 README_ENTRY_WITHOUT_RESULTS = """\
-14. [`14_gpt2.py`](demos/14_gpt2.py) — GPT-2 small (124M parameters, OpenAI's weights read by
+14. [`14_gpt2.py`](../demos/14_gpt2.py) — GPT-2 small (124M parameters, OpenAI's weights read by
     `CausalTransformer.from_pretrained`, text cut by tinyattn's own GPT-2 tokenizer) in the engine
     of this repository. It needs the weights, `python -m tinyattn download gpt2` (548 MB), which
     the machine that wrote this list did not have: run it to see the likeliest next tokens after

@@ -1,4 +1,5 @@
-"""Rerun the demos and rewrite what the README shows of them: pictures, numbers and the demo list.
+"""Rerun the demos and rewrite docs/demos.md, the page of what they measured: pictures, numbers,
+and the list of demos.
 
     python demos/regenerate.py             # every demo in full (it prints how long they took)
     python demos/regenerate.py 04 05       # only these; the others keep their recorded numbers
@@ -7,7 +8,7 @@ Each numbered demo (`demos/NN_name.py`) runs in full in a Python process of its 
 one thread (OPENBLAS_NUM_THREADS=1), drawing into a fresh temporary folder; the numbers its `main`
 returns are kept. Once every demo asked for has run, and only then:
 
-- the pictures the README links (`docs/pictures/NAME.png` in a demo's entry) are copied from that
+- the pictures the page links (`pictures/NAME.png` in a demo's entry) are copied from that
   folder into docs/pictures/. A picture the run could not draw (matplotlib or Graphviz's `dot`
   missing) stops everything with an error: no stale picture is left in place as if it were new;
 - docs/pictures/results.json records each demo's numbers: {"04_sqrt_dk": {...}, ...}, and how
@@ -15,7 +16,7 @@ returns are kept. Once every demo asked for has run, and only then:
   on an idle machine), with the machine's `cpu_count` and its `load_average` over the last minute
   when the run ended (the demo's own work included), its `processor` and the `blas` that did its
   matrix products (the library and the kernels it chose for this processor);
-- the README's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
+- the page's list of demos, between `<!-- demos:start -->` and `<!-- demos:end -->`, is
   rewritten: each demo's `README_ENTRY` filled with its numbers, in the demos' order, its first
   paragraph ending with its run time (`run_time`), so no demo types a run time in by hand.
 
@@ -28,7 +29,7 @@ host, and one demo's processor time has differed widely between two runs of the 
 machines of the same kind.
 
 It prints how long each demo took, and the total. tests/test_readme.py checks, without running
-any demo, that the README's list is the templates filled with results.json and that every picture
+any demo, that the page's list is the templates filled with results.json and that every picture
 it links exists: a number edited by hand, or a template changed without a rerun, fails the tests.
 
 Adding a demo (chapter 2's demos 07-11, say) needs no change here, since the demos are found by
@@ -37,12 +38,13 @@ their file names. Write `demos/NN_name.py` like the others:
   measured, as JSON can hold them (int, float, bool, str, None, lists of them), under names a
   template can use (`ratio_1024`, not nested dicts), its settings too where the entry names them
   (`"head_dim": HEAD_DIM`), so that no number in the entry is typed;
-- `README_ENTRY` is its entry of the README's numbered list, in markdown, as a str.format template
-  filled from those numbers (`{ratio_1024:.1e}`), with its picture, if it draws one, linked as
-  `![what it shows](docs/pictures/NAME.png)` and saved by the demo as NAME.png in its output folder.
+- `README_ENTRY` is its entry of the page's numbered list, in markdown, as a str.format template
+  filled from those numbers (`{ratio_1024:.1e}`), its links written from docs/ (the demo as
+  `../demos/NN_name.py`), with its picture, if it draws one, linked as
+  `![what it shows](pictures/NAME.png)` and saved by the demo as NAME.png in its output folder.
   Its run time is not in it: regenerate adds it. The demo's docstring says so rather than typing
   one;
-then run `python demos/regenerate.py NN` and commit README.md and docs/pictures/.
+then run `python demos/regenerate.py NN` and commit docs/demos.md and docs/pictures/.
 
 A demo that needs what a machine may lack (demo 14: GPT-2's weights, which are downloaded, not
 shipped) also has `can_run_in_full()`, saying whether this machine has it, and
@@ -67,11 +69,11 @@ import demo_tools
 
 DEMOS = pathlib.Path(__file__).resolve().parent
 ROOT = DEMOS.parent
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "demos.md"
 PICTURES = ROOT / "docs" / "pictures"
 RESULTS = PICTURES / "results.json"
 START, END = "<!-- demos:start -->", "<!-- demos:end -->"
-WIDTH = 100                      # the README's line width
+WIDTH = 100                      # the page's line width
 PICTURE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")       # ![alt](path): the path
 RUN_ONE = ("import importlib, json, sys; "
            "numbers = importlib.import_module(sys.argv[1]).main([sys.argv[2]]); "
@@ -84,12 +86,12 @@ def demo_names():
 
 
 def seconds(value):
-    """A duration as the README gives it: 0.6 s, 13 s, 105 s."""
+    """A duration as the page gives it: 0.6 s, 13 s, 105 s."""
     return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
 def run_time(numbers):
-    """The sentence that ends a demo's first paragraph in the README: its measured run time, and
+    """The sentence that ends a demo's first paragraph on the page: its measured run time, and
     the machine (the processor and the BLAS, once recorded: runs before regenerate named them
     did not record them)."""
     machine = f"a {numbers['cpu_count']}-core machine"
@@ -127,7 +129,7 @@ def blas():
 
 def readme_entry(name, results):
     """Demo `name`'s README_ENTRY filled with its numbers in `results`, its run time added to its
-    first paragraph, each paragraph rewrapped to the README's width (numbers change the lines'
+    first paragraph, each paragraph rewrapped to the page's width (numbers change the lines'
     lengths) and indented under the list item's number ("7. ", "10. "); a demo without numbers
     recorded gives its README_ENTRY_WITHOUT_RESULTS, if it has one, as markdown wants."""
     demo = importlib.import_module(name)
@@ -147,20 +149,20 @@ def readme_entry(name, results):
 
 
 def readme_section(results):
-    """The README's list of demos, as regenerate writes it between the markers."""
+    """The page's list of demos, as regenerate writes it between the markers."""
     return "\n\n".join(readme_entry(name, results) for name in demo_names())
 
 
-def split_readme(readme_text):
-    """(the README before the list of demos, the list, the README after it): the list is what
-    lies between the markers, without the newlines next to them."""
-    before, rest = readme_text.split(START, 1)
+def split_page(page_text):
+    """(the page before the list of demos, the list, the page after it): the list is what lies
+    between the markers, without the newlines next to them."""
+    before, rest = page_text.split(START, 1)
     section, after = rest.split(END, 1)
     return before + START + "\n", section.strip("\n"), "\n" + END + after
 
 
 def pictures_linked(markdown):
-    """The paths of the pictures a markdown text shows, relative to the repository."""
+    """The paths of the pictures a markdown text shows, relative to its own folder."""
     return PICTURE_LINK.findall(markdown)
 
 
@@ -230,7 +232,7 @@ def main(argv=None):
                 if not drawn.is_file():
                     sys.exit(f"regenerate: demo {name} drew no {drawn.name} (is matplotlib "
                              "installed, and Graphviz's `dot`?); nothing was written")
-                copies[drawn] = ROOT / link
+                copies[drawn] = PAGE.parent / link
             rows.append([name, f"{results[name]['wall_seconds']:.1f}",
                          f"{results[name]['processor_seconds']:.1f}",
                          f"{results[name]['load_average']:.1f}", ", ".join(links) or "(none)"])
@@ -239,15 +241,15 @@ def main(argv=None):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(drawn, target)
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    before, _, after = split_readme(README.read_text())
-    README.write_text(before + section + after)
-    print(f"\nWrote {RESULTS.relative_to(ROOT)}, the pictures below and the README's list of "
-          "demos.\nEach demo's full run, BLAS on one thread ('processor seconds': its run time on "
+    before, _, after = split_page(PAGE.read_text())
+    PAGE.write_text(before + section + after)
+    print(f"\nWrote {RESULTS.relative_to(ROOT)}, the pictures below and the list of demos in "
+          f"{PAGE.relative_to(ROOT)}.\nEach demo's full run, BLAS on one thread ('processor seconds': its run time on "
           f"an idle machine; {os.cpu_count()} cores):")
     rows.append(["total", *(f"{sum(results[name][field] for name in names):.1f}"
                             for field in ("wall_seconds", "processor_seconds")), "", ""])
     demo_tools.print_table(["demo", "seconds", "processor seconds", "load average",
-                            "README pictures"], rows)
+                            "pictures"], rows)
 
 
 if __name__ == "__main__":

@@ -86,9 +86,9 @@ def test_readme_entry_is_filled_from_the_numbers(quick_run):
     numbers, _ = quick_run
     assert json.loads(json.dumps(numbers)) == numbers            # what regenerate records
     entry = demo.README_ENTRY.format(**numbers)
-    assert entry.startswith("7. [`07_quadratic_cost.py`](demos/07_quadratic_cost.py) — ")
-    assert "docs/pictures/quadratic_cost.png" in entry
-    assert "docs/pictures/attention_patterns.png" in entry
+    assert entry.startswith("7. [`07_quadratic_cost.py`](../demos/07_quadratic_cost.py) — ")
+    assert "pictures/quadratic_cost.png" in entry
+    assert "pictures/attention_patterns.png" in entry
 
 
 def test_blas_ran_on_one_thread(quick_run):

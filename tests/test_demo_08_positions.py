@@ -57,11 +57,11 @@ def test_the_readme_entry_is_filled_from_flat_json_numbers(quick_run):
     assert all(isinstance(value, (bool, int, float, str, type(None)))
                for value in numbers.values())
     entry = positions.README_ENTRY.format(**numbers)
-    assert entry.startswith("8. [`08_positions.py`](demos/08_positions.py) — ")
+    assert entry.startswith("8. [`08_positions.py`](../demos/08_positions.py) — ")
     assert numbers["alibi_verdict"] in entry
     assert f"tested on {2 * positions.LENGTH}" in entry
     for picture in ("positions_accuracy.png", "positions_extrapolation.png"):
-        assert f"](docs/pictures/{picture})" in entry
+        assert f"](pictures/{picture})" in entry
 
 
 def test_reach_is_the_last_position_of_an_unbroken_run_at_90_percent():

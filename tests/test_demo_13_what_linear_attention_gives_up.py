@@ -92,7 +92,7 @@ def test_the_readme_entry_is_filled_from_flat_json_numbers(quick_run):
     entry = demo.README_ENTRY.format(**numbers)
     assert entry.startswith("13. [`13_what_linear_attention_gives_up.py`]")
     assert numbers["verdict"] in entry
-    assert "](docs/pictures/linear_attention_recall.png)" in entry
+    assert "](pictures/linear_attention_recall.png)" in entry
 
 
 def test_the_recall_curves_are_drawn(quick_run):

@@ -120,7 +120,7 @@ def test_the_readme_entry_takes_the_demos_numbers(run):
                     tiny_gpt_nats_per_character=1.3)
     entry = regenerate.readme_entry("14_gpt2", {"14_gpt2": {**numbers, **run_time}})
     assert entry.startswith("14. [`14_gpt2.py`]")
-    assert "docs/pictures/gpt2_induction_heads.png" in entry
+    assert "pictures/gpt2_induction_heads.png" in entry
     assert f"{numbers['parameters']:,} parameters" in entry
 
 

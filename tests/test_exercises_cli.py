@@ -150,15 +150,15 @@ def same_but_rounding(got, recorded):
                for a, b in pairs)
 
 
-def test_the_readme_shows_the_cycle_as_it_prints():
-    _, section, _ = transcript.split_readme(transcript.README.read_text())
+def test_the_exercises_page_shows_the_cycle_as_it_prints():
+    _, section, _ = transcript.split_page(transcript.PAGE.read_text())
     assert same_but_rounding(transcript.cycle(), section), \
         "run `python -m tinyattn.tools.exercises.transcript --write`"
     assert "Hint 1 of 3" in section and "3 of 3 checks pass" in section
 
 
 def test_the_readme_recipe_for_a_new_op_runs():
-    readme = transcript.README.read_text()
+    readme = (transcript.PAGE.parents[1] / "README.md").read_text()
     recipe = readme.split("### Write and check your own op", 1)[1]
     code = recipe.split("```python\n", 1)[1].split("```", 1)[0]
     namespace = {}

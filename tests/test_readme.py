@@ -1,7 +1,8 @@
-"""The README's list of demos is what `python demos/regenerate.py` writes: each demo's README_ENTRY
-filled with the numbers recorded in docs/pictures/results.json and ended by the run time
-regenerate measured, so editing the README, a template or the numbers alone fails here; every
-picture the README shows exists; and no demo types a run time of its own. No demo runs here."""
+"""The list of demos on docs/demos.md is what `python demos/regenerate.py` writes: each demo's
+README_ENTRY filled with the numbers recorded in docs/pictures/results.json and ended by the run
+time regenerate measured, so editing the page, a template or the numbers alone fails here; every
+picture the README and the docs pages show exists; no demo types a run time of its own; and every
+whole program the README shows runs. No demo runs here."""
 import importlib
 import json
 import re
@@ -50,8 +51,8 @@ def test_every_demo_has_its_measured_run_time():
         assert numbers["wall_seconds"] > 0 and numbers["processor_seconds"] > 0, name
 
 
-def test_the_readme_demo_list_is_the_templates_filled_with_the_recorded_numbers():
-    _, section, _ = regenerate.split_readme(regenerate.README.read_text())
+def test_the_demo_list_is_the_templates_filled_with_the_recorded_numbers():
+    _, section, _ = regenerate.split_page(regenerate.PAGE.read_text())
     assert section == regenerate.readme_section(recorded())
 
 
@@ -95,11 +96,13 @@ def test_no_demo_types_a_run_time():
     assert {name: found for name, found in typed.items() if found} == {}
 
 
-def test_every_picture_the_readme_shows_exists_and_docs_pictures_holds_no_other():
-    linked = {regenerate.ROOT / path
-              for path in regenerate.pictures_linked(regenerate.README.read_text())}
+def test_every_picture_the_pages_show_exists_and_docs_pictures_holds_no_other():
+    pages = [regenerate.ROOT / "README.md", *sorted((regenerate.ROOT / "docs").glob("*.md"))]
+    linked = {(page.parent / path).resolve()
+              for page in pages for path in regenerate.pictures_linked(page.read_text())}
     assert linked and all(path.is_file() for path in linked)
-    assert set(regenerate.PICTURES.iterdir()) == linked | {regenerate.RESULTS}
+    assert {path.resolve() for path in regenerate.PICTURES.iterdir()} == linked | {
+        regenerate.RESULTS.resolve()}
 
 
 def python_blocks(text):
@@ -112,7 +115,7 @@ def python_blocks(text):
 def test_every_python_block_of_the_readme_runs(monkeypatch, capsys):
     """The Ten lines, GPT-2 from the fixture, and the recipe for an op of your own: each block as
     a reader would paste it, run from the repository's root."""
-    blocks = python_blocks(regenerate.README.read_text())
+    blocks = python_blocks((regenerate.ROOT / "README.md").read_text())
     assert len(blocks) >= 3
     monkeypatch.chdir(regenerate.ROOT)
     for block in blocks:

@@ -1,11 +1,11 @@
-"""The README's exercise cycle, as it prints: the list, start, a first attempt with a classic
-mistake, check (failing, with the first hint), hint, the fix, check (passing).
+"""The exercise cycle of docs/exercises.md, as it prints: the list, start, a first attempt with a
+classic mistake, check (failing, with the first hint), hint, the fix, check (passing).
 
-    python -m tinyattn.tools.exercises.transcript            prints the README's section
-    python -m tinyattn.tools.exercises.transcript --write    writes it into README.md
+    python -m tinyattn.tools.exercises.transcript            prints the page's section
+    python -m tinyattn.tools.exercises.transcript --write    writes it into docs/exercises.md
 
 The section stands between `<!-- exercises:start -->` and `<!-- exercises:end -->`;
-tests/test_exercises_cli.py runs the cycle again and compares it with the README's copy.
+tests/test_exercises_cli.py runs the cycle again and compares it with the page's copy.
 """
 import contextlib
 import io
@@ -16,7 +16,7 @@ import tempfile
 
 from tinyattn.tools.exercises import BY_NAME, cli
 
-README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
+PAGE = pathlib.Path(__file__).resolve().parents[3] / "docs" / "exercises.md"
 START, END = "<!-- exercises:start -->", "<!-- exercises:end -->"
 NAME = "mul_div"
 FIRST_ATTEMPT = ("        a, b = self.saved\n        return grad * b, grad * a\n",
@@ -44,7 +44,7 @@ def attempt(path):
 
 
 def cycle():
-    """The README's section: the cycle run in a fresh folder, as it printed."""
+    """The page's section: the cycle run in a fresh folder, as it printed."""
     exercise = BY_NAME[NAME]
     previous = os.getcwd()
     with tempfile.TemporaryDirectory() as folder:
@@ -74,8 +74,8 @@ def cycle():
     ])
 
 
-def split_readme(text):
-    """(before, the section, after) of the README."""
+def split_page(text):
+    """(before, the section, after) of the page."""
     before, rest = text.split(START, 1)
     section, after = rest.split(END, 1)
     return before, section.strip("\n"), after
@@ -84,8 +84,8 @@ def split_readme(text):
 def main(argv=()):
     section = cycle()
     if "--write" in argv:
-        before, _, after = split_readme(README.read_text())
-        README.write_text(f"{before}{START}\n{section}\n{END}{after}")
+        before, _, after = split_page(PAGE.read_text())
+        PAGE.write_text(f"{before}{START}\n{section}\n{END}{after}")
     else:
         print(section)
     return 0
