@@ -2,7 +2,7 @@
 
     graph.py      `graph_view(output)`: the graph backward walks, stepped through node by node
     attention.py  `attention_view(tokens, weights, grads=None)`: attention per layer and head
-    recording.py  `recording(model)`: keeps what a graph view shows that the graph does not keep
+    records.py    `recording(model)`: keeps what a graph view shows that the graph does not keep
     sweep.py      the engine's backward sweep, listened to: its order, the gradient at each node
     opcheck.py    each op's backward against finite differences, on its recorded inputs
     layout.py     where the boxes go: Graphviz's `dot`, or a small layered layout in Python
@@ -16,6 +16,6 @@ Public through `tinyattn.viz`.
 from tinyattn.tools.views.attention import attention_view
 from tinyattn.tools.views.graph import graph_view
 from tinyattn.tools.views.page import View
-from tinyattn.tools.views.recording import recording
+from tinyattn.tools.views.records import recording
 
 __all__ = ["View", "attention_view", "graph_view", "recording"]

@@ -23,7 +23,7 @@ from tinyattn.engine import Leaf, Tensor
 from tinyattn.nn.module import Parameter
 from tinyattn.tools.views import layout, opcheck
 from tinyattn.tools.views.page import View, page, summary
-from tinyattn.tools.views.recording import RECORDS
+from tinyattn.tools.views.records import RECORDS
 from tinyattn.tools.views.sweep import graph_nodes, recorded_sweep, summed_axes
 
 FOLD_ABOVE = 40                 # nodes: a larger graph starts with its modules folded
