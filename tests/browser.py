@@ -65,14 +65,17 @@ class Browser:
         self.driver.quit()
         shutil.rmtree(self.profile, ignore_errors=True)
 
-    def open(self, path):
-        """Load the page at `path` and wait until its script says it is ready; the logs of what
-        came before are dropped, so that `requests()` and `errors()` tell of this page only."""
+    def open(self, path, frame=None):
+        """Load the page at `path` and wait until its script says it is ready (the script of the
+        page in the element `frame` names, a CSS selector, when given); the logs of what came
+        before are dropped, so that `requests()` and `errors()` tell of this page only."""
         self.driver.get("about:blank")      # first: whatever the last page was doing ends
         self.driver.get_log("performance")
         self.driver.get_log("browser")
         self.url = pathlib.Path(path).resolve().as_uri()
         self.driver.get(self.url)
+        if frame is not None:
+            self.driver.switch_to.frame(self.find(frame))
         self.wait_until("return document.body && document.body.dataset.ready === 'true'")
 
     def wait_until(self, script, seconds=20):
@@ -95,8 +98,10 @@ class Browser:
         ActionChains(self.driver).move_to_element(element).perform()
 
     def press(self, key):
+        """Press a key named as selenium's `Keys` names it: "ARROW_LEFT", "END"."""
         from selenium.webdriver.common.action_chains import ActionChains
-        ActionChains(self.driver).send_keys(key).perform()
+        from selenium.webdriver.common.keys import Keys
+        ActionChains(self.driver).send_keys(getattr(Keys, key)).perform()
 
     def requests(self):
         """The URLs of every request the browser sent since the page was opened."""

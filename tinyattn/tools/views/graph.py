@@ -96,8 +96,8 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
         notes.append("Op values are shown when the graph is built inside "
                      "`with viz.recording(model):`, which keeps them.")
     if views[0]["engine"] == "python":
-        notes.append("Laid out in Python: Graphviz's `dot` was not found (edges are straight "
-                     "and may cross boxes).")
+        why = ": Graphviz's `dot` was not found" if layout_engine is None else ""
+        notes.append(f"Laid out in Python{why} (edges are straight and may pass behind boxes).")
     title = title or f"backward of {described[-1]['label']} {tuple(output.shape)}"
     data = {"title": title, "nodes": described, "sweep": [ids[v.node] for v in visits],
             "clusters": clusters, "views": views, "notes": notes,
