@@ -369,3 +369,14 @@ def test_the_command_line_writes_each_view_and_prints_its_path(tmp_path, capsys)
     with pytest.raises(SystemExit):
         cli.main(["attention", str(tmp_path / "nothing")])
     assert "no GPT-2 checkpoint in" in capsys.readouterr().err
+
+
+def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(monkeypatch):
+    import browser
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
+    monkeypatch.delenv("TINYATTN_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium, chromedriver not found"):
+        browser.start()
+    monkeypatch.setenv("TINYATTN_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="TINYATTN_REQUIRE_BROWSER=1 says they must"):
+        browser.start()
