@@ -136,6 +136,10 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     lit = chromium.find_all(".link.lit")
     assert lit and {line.get_attribute("data-q") for line in lit} == {"3"}
     assert chromium.find("#readout").text.startswith("query 3 ' on' attends to: ")
+    chromium.hover(chromium.find('#grads .cell[data-q="4"][data-k="1"]'))
+    assert chromium.find("#readout").text == (
+        f"query 4 ' the' → key 1 ' cat': weight {expected[4, 1]:.4f}, "
+        f"dL/dA {weights[1].grad[0, 2, 4, 1]:.3e}".replace("e-0", "e-").replace("e+0", "e+"))
     assert chromium.errors() == []
     chromium.screenshot(tmp_path / "attention.png")
 

@@ -12,8 +12,12 @@ const weights = floats(data.weights);
 const grads = data.grads === null ? null : floats(data.grads);
 const state = { layer: 0, head: 0 };
 
+// base64 text -> Float32Array; a plain loop, several times faster than Uint8Array.from with a
+// function on GPT-2 small's 12 x 12 heads.
 function floats(base64) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  const text = atob(base64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
   return new Float32Array(bytes.buffer);
 }
 
@@ -65,7 +69,7 @@ if (data.note) {
 const label = (token) => token.replace(/\n/g, "↵").replace(/\t/g, "→");
 
 // ------------------------------------------------------------------ lines from token to token
-const ROW = 16, WIDTH = 320;
+const ROW = 16, WIDTH = 380, COLUMN = 110;     // COLUMN: room for a token's text on each side
 
 function linesPane() {
   const height = Math.max(L, S) * ROW + 10;
@@ -76,14 +80,15 @@ function linesPane() {
     for (let k = 0; k < S; k++) {
       const w = weightAt(q, k);
       if (w < data.threshold) continue;       // invisible anyway: the legend says so
-      links.append(el("svg:line", { class: "link", x1: 112, y1: q * ROW + 12, x2: WIDTH - 112,
-                                    y2: k * ROW + 12, "stroke-opacity": w,
-                                    "stroke-width": 2, "data-q": q, "data-k": k, "data-w": w }));
+      links.append(el("svg:line", { class: "link", x1: COLUMN + 6, y1: q * ROW + 12,
+                                    x2: WIDTH - COLUMN - 6, y2: k * ROW + 12,
+                                    "stroke-opacity": w, "stroke-width": 2,
+                                    "data-q": q, "data-k": k, "data-w": w }));
     }
   }
   const column = (tokens, side) => tokens.forEach((token, i) => {
     const text = el("svg:text", { class: "token", "data-side": side, "data-i": i,
-                                  x: side === "query" ? 106 : WIDTH - 106, y: i * ROW + 16,
+                                  x: side === "query" ? COLUMN : WIDTH - COLUMN, y: i * ROW + 16,
                                   "text-anchor": side === "query" ? "end" : "start" },
                     label(token));
     text.addEventListener("mouseenter", () => focusToken(side, i, svg));
@@ -130,17 +135,19 @@ function heatmap(id, title, value, colour) {
   for (let q = 0; q < L; q++) {
     for (let k = 0; k < S; k++) {
       const v = value(q, k);
-      const rect = el("svg:rect", { class: "cell", x: margin + k * cell, y: margin + q * cell,
-                                    width: cell, height: cell, fill: colour(v),
-                                    "data-q": q, "data-k": k, "data-v": v });
-      rect.addEventListener("mouseenter", () => {
-        readout.textContent = `query ${q} '${label(data.queries[q])}' → key ${k} `
-          + `'${label(data.keys[k])}': weight ${weightAt(q, k).toFixed(4)}`
-          + (grads ? `, dL/dA ${gradAt(q, k).toExponential(3)}` : "");
-      });
-      svg.append(rect);
+      svg.append(el("svg:rect", { class: "cell", x: margin + k * cell, y: margin + q * cell,
+                                  width: cell, height: cell, fill: colour(v),
+                                  "data-q": q, "data-k": k, "data-v": v }));
     }
   }
+  // one listener for all the cells (thousands of them for GPT-2's 64 tokens)
+  svg.addEventListener("mouseover", (event) => {
+    if (!event.target.classList.contains("cell")) return;
+    const q = Number(event.target.dataset.q), k = Number(event.target.dataset.k);
+    readout.textContent = `query ${q} '${label(data.queries[q])}' → key ${k} `
+      + `'${label(data.keys[k])}': weight ${weightAt(q, k).toFixed(4)}`
+      + (grads ? `, dL/dA ${gradAt(q, k).toExponential(3)}` : "");
+  });
   if (margin > 4) {
     data.queries.forEach((token, q) => svg.append(el("svg:text", {
       x: margin - 4, y: margin + q * cell + cell - 2, "text-anchor": "end" }, label(token))));
