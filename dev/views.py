@@ -8,7 +8,7 @@ It writes
                                     folded), stepped into its attention's softmax
   docs/pictures/attention_view.png  demo 6's trained model on one example (its quick run),
                                     layer 2, a query token hovered
-  docs/pictures/views.json          the pages' sizes and opening times, which docs/views.md quotes
+  docs/views.json                   the pages' sizes and opening times, which docs/views.md quotes
                                     (tests/test_views.py checks that it quotes them right)
 
 Opening time: from navigation start to the "tinyattn-ready" mark the page's script sets after its
@@ -131,7 +131,7 @@ def main(argv=None):
                                           "--version"], capture_output=True, text=True
                                          ).stdout.strip()
     results["runs"] = args.runs
-    (PICTURES / "views.json").write_text(json.dumps(results, indent=2) + "\n")
+    (ROOT / "docs" / "views.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 
 

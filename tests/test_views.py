@@ -380,3 +380,14 @@ def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(
     monkeypatch.setenv("TINYATTN_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="TINYATTN_REQUIRE_BROWSER=1 says they must"):
         browser.start()
+
+
+def test_the_docs_quote_the_measured_opening_times():
+    measured = json.loads((ROOT / "docs/views.json").read_text())
+    graph, attention = measured["graph"], measured["attention"]
+    table = (ROOT / "docs/views.md").read_text()
+    assert (f"over 64 tokens ({graph['nodes']} nodes), every op checked | "
+            f"{graph['bytes'] / 1e3:.0f} kB | {graph['ready_ms']:.0f} ms |") in table
+    assert (f"with dL/dA | {attention['bytes'] / 1e6:.1f} MB | "
+            f"{attention['ready_ms']:.0f} ms |") in table
+    assert f"the median of {measured['runs']} loads" in table
