@@ -155,6 +155,28 @@ def test_the_check_finds_the_wrong_rule_on_its_own_node():
                         "add": "good", "mean": "good"}
 
 
+class Broken(Function):
+    """log(x) whose backward divides by x - x: a rule giving NaN, which the page must survive."""
+
+    def forward(self, x):
+        self.saved = (x,)
+        return np.log(x)
+
+    def backward(self, grad):
+        (x,) = self.saved
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (grad / (x - x),)
+
+
+def test_a_rule_that_gives_nan_is_marked_wrong_not_a_crash():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    with viz.recording():
+        loss = Broken.apply(x).sum()
+    broken = data_of(viz.graph_view(loss, check=True))["nodes"][1]
+    assert broken["verdict"] == "wrong" and broken["checks"][0]["error"] is None
+    assert broken["grad"] == summary(np.ones(2))       # what reached it; it sent NaN onwards
+
+
 def test_every_op_of_a_transformer_block_passes_its_check():
     data = data_of(cli.block_graph_view())
     verdicts = [entry["verdict"] for entry in data["nodes"] if entry["kind"] != "parameter"]
@@ -271,6 +293,19 @@ def test_attention_takes_a_multi_head_layers_weights_and_a_models_list():
     shown = floats(data["weights"], (3, 2, 6, 6))
     for layer in range(3):
         np.testing.assert_allclose(shown[layer], per_layer[layer].data[0], rtol=1e-6)
+
+
+def test_attention_of_demo_11s_tiny_gpt_one_character_a_token():
+    import importlib
+    demo = importlib.import_module("11_tiny_gpt")
+    ta.manual_seed(0)
+    text = "for x in"
+    vocabulary = "".join(sorted(set(text)))
+    model = demo.build_model(len(vocabulary), "sinusoidal", embed_dim=16, num_heads=2,
+                             num_layers=2, max_len=demo.CONTEXT)
+    _, weights = model(demo.encode(text, vocabulary)[None], return_weights=True)
+    data = data_of(viz.attention_view(list(text), weights))
+    assert data["queries"] == list(text) and (data["layers"], data["heads"]) == (2, 2)
 
 
 def test_attention_of_gpt2_with_its_gradients():

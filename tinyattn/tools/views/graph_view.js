@@ -236,7 +236,8 @@ function checkLines(node) {
   const lines = [el("h3", {}, "its backward against finite differences")];
   for (const check of node.checks) {
     lines.push(el("div", { "data-field": "check" }, `input ${check.input}: backward `
-      + `${check.analytic}, numeric ${check.numeric}, error ${check.error.toExponential(1)}`));
+      + `${check.analytic}, numeric ${check.numeric}, error `
+      + (check.error === null ? "not a number" : check.error.toExponential(1))));
   }
   const verdict = { good: "the rule is right", doubtful: "doubtful: a kink or rounding?",
                     wrong: "this rule is wrong" }[node.verdict];

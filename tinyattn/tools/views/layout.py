@@ -15,6 +15,8 @@ The Python layout is the classic layered one (Sugiyama et al., 1981), cut to its
 It does not route long edges around boxes, as `dot` does: a drawing may have an edge pass behind a
 box. Good enough to read a graph when Graphviz is missing, not to replace it.
 """
+import collections
+
 import graphviz
 
 GAP_X, GAP_Y = 18, 42           # pixels between boxes of a row, and between rows
@@ -78,9 +80,9 @@ def _python_layout(boxes, edges):
 
     # 1. rank, in a topological order (Kahn's algorithm: a box once all its inputs are placed)
     rank, waiting = {}, {box: len(inputs[box]) for box in size}
-    ready = [box for box in size if waiting[box] == 0]
+    ready = collections.deque(box for box in size if waiting[box] == 0)
     while ready:
-        box = ready.pop(0)
+        box = ready.popleft()
         rank[box] = max((rank[tail] + 1 for tail in inputs[box]), default=0)
         for head in users[box]:
             waiting[head] -= 1

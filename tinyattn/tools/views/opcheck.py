@@ -22,9 +22,11 @@ EPS = 1e-6
 GOOD, DOUBTFUL = 1e-6, 1e-3      # error thresholds of the colours: green, amber, red above
 
 
+@np.errstate(all="ignore")      # a wrong rule may overflow or divide by zero: that is the finding
 def check_op(node, record, random):
     """[{"input": i, "analytic": ..., "numeric": ..., "error": ...}] for each input of `node`
-    that wants a gradient, from its OpRecord; error = |analytic - numeric| / max(1, |both|)."""
+    that wants a gradient, from its OpRecord; error = |analytic - numeric| / max(1, |both|),
+    relative for large derivatives and absolute for small ones."""
     op = type(node)
     arrays = [np.array(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
               for a in record.arrays]
@@ -52,7 +54,9 @@ def check_op(node, record, random):
         numeric = (along(1) - along(-1)) / (2 * EPS)
         error = abs(analytic - numeric) / max(1.0, abs(analytic), abs(numeric))
         results.append({"input": i, "analytic": f"{analytic:.6g}", "numeric": f"{numeric:.6g}",
-                        "error": float(f"{error:.2g}")})
+                        # a NaN or an infinity (a rule that divides by zero, say) is no number
+                        # a page can compare: None, and the node is marked wrong
+                        "error": float(f"{error:.2g}") if np.isfinite(error) else None})
     return results
 
 
@@ -60,5 +64,7 @@ def verdict(results):
     """"good", "doubtful" or "wrong", by the largest error of a node's checks (None: none)."""
     if not results:
         return None
-    worst = max(result["error"] for result in results)
-    return "good" if worst <= GOOD else "doubtful" if worst <= DOUBTFUL else "wrong"
+    errors = [result["error"] for result in results]
+    if None in errors:
+        return "wrong"
+    return "good" if max(errors) <= GOOD else "doubtful" if max(errors) <= DOUBTFUL else "wrong"
