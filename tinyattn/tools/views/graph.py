@@ -61,14 +61,11 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
     if check and not any(node in RECORDS for node in nodes):
         raise ValueError("graph_view: check=True runs each op again on its inputs, which the "
                          "graph does not keep: build it inside `with viz.recording(...):`")
-    try:
-        visits = recorded_sweep(output, seed, nodes)
-    except RuntimeError as error:
-        if "released" not in str(error):
-            raise
+    if any(getattr(node, "saved", ()) is None for node in nodes):     # a leaf saves nothing
         raise ValueError("graph_view: the graph's saved arrays were released by a backward: call "
                          "graph_view before output.backward(), or call "
-                         "output.backward(retain_graph=True)") from None
+                         "output.backward(retain_graph=True)")
+    visits = recorded_sweep(output, seed, nodes)
 
     ids = {node: i for i, node in enumerate(nodes)}
     described = [_describe(node, output, check) for node in nodes]
