@@ -1,7 +1,8 @@
 """`graph_view(output)`: the graph `output.backward()` walks, as a page to step through.
 
     with viz.recording(model):                  # optional: values, folding and checks
-        loss = F.cross_entropy(model(ids), targets)
+        logits = model(ids)                                   # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     viz.graph_view(loss, check=True).save("loss.html")
 
 The page shows the graph with each node's forward value (shape, first numbers, norm). Its Step

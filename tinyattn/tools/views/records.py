@@ -40,7 +40,8 @@ def recording(*modules):
     `named_parameters`: `blocks.0.attn`) each op ran in.
 
         with viz.recording(model):
-            loss = F.cross_entropy(model(ids), targets)
+            logits = model(ids)                                   # (B, T, V)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         viz.graph_view(loss, check=True).save("loss.html")
     """
     module_stack = []           # the dotted names of the module calls running now, innermost last
