@@ -9,7 +9,9 @@ graphs: a small MLP with its loss, one attention head written out by hand, and o
 
 It prints how many op nodes and leaves each graph has, and the norm of the key bias's gradient.
 The pictures (SVG, and a PNG of the attention head) need Graphviz's `dot` program; without it the
-demo writes the `.dot` sources and says how to install `dot`. `--quick` changes nothing here.
+demo writes the `.dot` sources and says how to install `dot`. The head's graph is also written as
+`attention_head.html`, a page (`tinyattn.viz.graph_view`) to open in a browser and step through
+backward node by node. `--quick` changes nothing here.
 Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
 
 One attention head, in the notation of "Attention Is All You Need":
@@ -35,7 +37,7 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.viz import draw_graph, nodes, record_calls, render
+from tinyattn.viz import draw_graph, graph_view, nodes, record_calls, recording, render
 
 # %% [markdown]
 # The sizes of the models drawn, and the README's entry for this demo, which `demos/regenerate.py`
@@ -121,6 +123,23 @@ def head_graph():
 
 
 # %% [markdown]
+# The same head as a page to step through: `recording` keeps each op's values and inputs (the
+# graph keeps neither), so the page shows them and checks each op's backward on its own.
+
+# %%
+def head_view():
+    """The head's graph as an interactive page, backward not yet run (the page runs it)."""
+    head = AttentionHead(EMBED_DIM, HEAD_DIM)
+    x = ta.tensor(np.random.default_rng(1).standard_normal((TOKENS, EMBED_DIM)),
+                  requires_grad=True)
+    x.name = "x (tokens)"
+    with recording(head):
+        output, _ = head(x)                   # (T, D)
+        loss = (output * output).sum()
+    return graph_view(loss, check=True, title="one attention head: |softmax(q k^T / sqrt(d)) v|^2")
+
+
+# %% [markdown]
 # `nn.MultiHeadAttention`'s graph: `record_calls` notes what goes into and out of the layer and
 # each of its projections, and those tensors bound the boxes.
 
@@ -168,9 +187,11 @@ def main(argv=None):
                      ", ".join(dict.fromkeys(path.name for path in paths))])   # no .dot twice
         if name == "attention_head":
             results["key_bias_grad"] = float(np.linalg.norm(model.key.bias.grad))
+    page = head_view().save(args.output / "attention_head.html")
     demo_tools.print_table(["graph", "op nodes", "leaves", "files"], rows)
     print(f"\nthe head's key bias gets a gradient of norm {results['key_bias_grad']:.1e}")
     print(f"written to {args.output.resolve()}")
+    print(f"the head's backward, to step through in a browser: {page.resolve()}")
     print("Each rounded box is an op (name, output shape, |grad| once backward has run); square "
           "boxes are leaves:\nblue for parameters, yellow for other leaves; the output is orange.")
     return results

@@ -7,7 +7,9 @@ examples, of where each head looks and whether that is where the task needs it t
 
     python demos/06_attention_heatmap.py [output folder] [--quick]
 
-The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed).
+The picture is `attention_heatmap.png` in the output folder (when matplotlib is installed), and
+`attention_view.html` shows the same example in a browser, a head at a time, with the gradient of
+the example's loss with respect to the weights (dL/dA) beside them (`tinyattn.viz.attention_view`).
 `--quick` trains for 80 steps. BLAS runs on one thread: these small products gain nothing from
 threads that wait for a core on a busy machine. The README's entry for this demo ends with its
 full run's time, as `demos/regenerate.py` measured it.
@@ -37,7 +39,9 @@ import numpy as np
 
 import demo_tools
 import tinyattn as ta
+import tinyattn.functional as F
 import tinyattn.nn as nn
+import tinyattn.viz as viz
 
 # %% [markdown]
 # The settings (the task's sizes, the model's, and training's in the full and the quick run), and
@@ -157,6 +161,21 @@ def plot(ids, example_weights, shares, path):
 
 
 # %% [markdown]
+# The same example as a page: the weights again, this time keeping their gradients, dL/dA of the
+# example's loss, to draw beside them.
+
+# %%
+def attention_page(model, ids, targets):
+    """attention_view of one example (ids, targets: (T,)), with dL/dA of its loss."""
+    logits, weights = model(ids[None], return_weights=True)    # (1, T, VOCAB), [(1, H, T, T)]
+    for layer_weights in weights:
+        layer_weights.retain_grad()
+    F.cross_entropy(logits[0], targets, ignore_index=IGNORE).backward()
+    model.zero_grad()                                          # the page needed dL/dA only
+    return viz.attention_view(token_labels(ids), weights, grads=[w.grad for w in weights])
+
+
+# %% [markdown]
 # `main` trains the model with the loop the demos share (`demo_tools.train`), reads its attention
 # weights on the held-out examples, and reports where each head looks.
 
@@ -204,6 +223,8 @@ def main(argv=None):
     picture = plot(ids[0], example_weights, shares, args.output / "attention_heatmap.png")
     if picture is not None:
         print(f"heatmaps: {picture}")
+    page = attention_page(model, ids[0], targets[0]).save(args.output / "attention_view.html")
+    print(f"the same example, a head at a time with dL/dA, in a browser: {page.resolve()}")
     return numbers
 
 

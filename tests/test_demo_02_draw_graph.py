@@ -39,9 +39,10 @@ def test_the_files_are_written(run):
     written = {path.name for path in folder.iterdir()}
     if shutil.which("dot"):
         assert written == {"mlp.svg", "attention_head.svg", "attention_head.png",
-                           "multi_head_attention.svg"}
+                           "multi_head_attention.svg", "attention_head.html"}
     else:                                           # the DOT sources, with a warning
-        assert written == {"mlp.dot", "attention_head.dot", "multi_head_attention.dot"}
+        assert written == {"mlp.dot", "attention_head.dot", "multi_head_attention.dot",
+                           "attention_head.html"}
 
 
 def test_the_head_drawing_shows_shapes_names_and_the_key_bias_gradient():
@@ -56,3 +57,10 @@ def test_the_multi_head_drawing_boxes_its_parts():
     _, _, graph = demo.multi_head_graph()
     for cluster in ("MultiHeadAttention", "q_proj", "out_proj", "split heads, attend, merge heads"):
         assert f"label={cluster}" in graph.source or f'label="{cluster}"' in graph.source
+
+
+def test_the_heads_page_steps_through_every_node_with_each_op_checked():
+    ta.manual_seed(0)
+    page = demo.head_view().html
+    # the head's 14 ops and the loss's 2 (mul, sum), each op's backward right; 7 leaves unchecked
+    assert page.count('"verdict":"good"') == 16 and page.count('"verdict":null') == 7

@@ -55,3 +55,9 @@ def test_the_heatmaps_are_drawn(run):
     pytest.importorskip("matplotlib")
     picture = run[1] / "attention_heatmap.png"
     assert picture.stat().st_size > 10_000
+
+
+def test_the_page_holds_the_examples_weights_and_their_gradients(run):
+    page = (run[1] / "attention_view.html").read_text()
+    assert '"layers":2,"heads":2,"length":16' in page
+    assert '"grads":null' not in page

@@ -1,6 +1,6 @@
 """The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
 `python -m tinyattn download gpt2` (GPT-2's weights), `python -m tinyattn exercises` and
-`exercise ...` (learning by rewriting the code)."""
+`exercise ...` (learning by rewriting the code), `python -m tinyattn view ...` (offline pages)."""
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
@@ -17,6 +17,10 @@ commands:
   exercises  the exercises (tinyattn's own functions to rewrite), with your progress
   exercise start|check|hint|solution NAME [--dir DIR]
           write an exercise's file, check it, get the next hint, see tinyattn's own code
+  view graph [--out PATH]
+          an interactive page stepping through a TransformerBlock's backward sweep
+  view attention [FOLDER] [--text TEXT] [--out PATH]
+          an interactive page of GPT-2's attention per layer and head, with dL/dA
 """
 
 
@@ -38,6 +42,9 @@ def main(argv):
         from tinyattn.tools import bench
         bench.run_with_one_blas_thread(argv)
         return bench.main(options)
+    if command == "view":
+        from tinyattn.tools.views import cli as views
+        return views.main(options)
     if command == "download":
         from tinyattn.tools import download
         return download.main(options)

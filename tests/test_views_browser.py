@@ -1,0 +1,170 @@
+"""The views in a real headless Chromium, used as a person would: the Step button clicked through
+a whole sweep, each gradient read off the page and compared with the `.grad` the user's own
+backward gives, in the order the engine really visits the nodes; modules opened by a click;
+layers and heads switched and the drawn weights compared with the arrays; a token hovered. Every
+page must make no network request but its own file and log no console error. One browser for
+the whole file (tests/browser.py starts it, or skips, or fails under TINYATTN_REQUIRE_BROWSER=1);
+each test leaves a screenshot in its tmp_path."""
+import numpy as np
+import pytest
+
+import browser
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.viz as viz
+from test_views import engine_order, grad_of
+from tinyattn.tools.views import cli
+
+GPT2_TINY = "tests/fixtures/gpt2-tiny"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    session = browser.start()
+    yield session
+    session.quit()
+
+
+def opened(chromium, view, path):
+    """Save `view` to `path`, open it, and check it fetched nothing and logged no error."""
+    chromium.open(view.save(path))
+    assert chromium.requests() == [chromium.url]         # the page's own file, and nothing else
+    assert chromium.errors() == []
+
+
+def shown_numbers(text):
+    """The numbers of "[0.1, -2, …]"."""
+    return [float(number) for number in text.strip("[]").replace(", …", "").split(", ")]
+
+
+def small_attention_graph():
+    """One attention head over 3 tokens, with a bias broadcast over the tokens; built under
+    retain_grads, so that after backward every op output holds the .grad to compare with."""
+    random = np.random.default_rng(0)
+    x = ta.tensor(random.standard_normal((3, 4)), requires_grad=True)
+    w = ta.tensor(random.standard_normal((4, 4)) / 2, requires_grad=True)
+    bias = ta.tensor(random.standard_normal(4), requires_grad=True)
+    x.name, w.name, bias.name = "x", "w", "bias"
+    with ta.retain_grads(), viz.recording():
+        query = x @ w + bias                                  # (T, E) + (E,): bias broadcast
+        output, _ = F.attention(query, x, x)                  # (T, E)
+        loss = (output * output).sum()
+    return loss, (x, w, bias)            # the leaves too: a leaf's node holds it only weakly
+
+
+@pytest.mark.parametrize("layout_engine", ["dot", "python"])
+def test_stepping_shows_each_gradient_backward_gives_in_the_engines_order(
+        chromium, tmp_path, monkeypatch, layout_engine):
+    loss, leaves = small_attention_graph()
+    view = viz.graph_view(loss, check=True, layout_engine=layout_engine)
+    popped = engine_order(loss, monkeypatch)     # the user's own backward: fills every .grad
+    nodes = viz.nodes(loss)
+    opened(chromium, view, tmp_path / "graph.html")
+    for step, node in enumerate(popped, start=1):
+        chromium.find("#step").click()
+        assert chromium.find("#counter").text == f"step {step} of {len(popped)}"
+        assert chromium.find("#panel").get_attribute("data-node") == str(nodes.index(node))
+        grad = grad_of(node)
+        shown = shown_numbers(chromium.find('[data-field="grad-numbers"]').text)
+        np.testing.assert_allclose(shown, grad.reshape(-1)[:len(shown)], rtol=5e-4, atol=1e-12)
+        assert len(shown) == min(grad.size, 8)
+        norm = float(chromium.find('[data-field="grad-norm"]').text)
+        assert norm == pytest.approx(np.linalg.norm(grad), rel=5e-4)
+        current = chromium.find(".box.current")
+        assert current.get_attribute("data-id") == f"n{nodes.index(node)}"
+    assert chromium.find("#step").get_attribute("disabled") == "true"     # the sweep is over
+    chromium.find('[data-id="n2"]').click()                             # the bias, (4,)
+    assert "summed over axis 0" in chromium.find("#panel").text
+    chromium.press("ARROW_LEFT")
+    assert chromium.find("#counter").text == f"step {len(popped) - 1} of {len(popped)}"
+    chromium.find("#colour-check").click()
+    assert len(chromium.find_all(".checked .box.good")) == len(popped) - 3   # every op's rule
+    assert chromium.errors() == []
+    chromium.screenshot(tmp_path / "graph.png")
+
+
+def test_a_transformer_block_opens_folded_and_a_module_opens_on_a_click(chromium, tmp_path):
+    view = cli.block_graph_view()
+    opened(chromium, view, tmp_path / "block.html")
+    print(f"\nTransformerBlock graph view ready {chromium.ready_milliseconds():.0f} ms after "
+          f"navigation start")
+    top = [box.get_attribute("data-id") for box in chromium.find_all(".box.cluster")]
+    assert len(top) == 4                                         # ln1, attn, ln2, ff
+    chromium.find("#follow").click()                             # stay where the clicks go
+    attention = next(box for box in chromium.find_all(".box.cluster") if "attn" in box.text)
+    attention.click()
+    assert chromium.find("#crumbs").text.startswith("whole graph › attn")
+    assert {box.text.split("\n")[0] for box in chromium.find_all(".box.cluster")} == {
+        "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj"}
+    assert "softmax" in [box.text.split("\n")[0] for box in chromium.find_all(".box.op")]
+    chromium.press("END")                                        # the whole sweep
+    assert all("done" in box.get_attribute("class").split()
+               for box in chromium.find_all(".box.cluster"))
+    assert chromium.errors() == []
+    chromium.screenshot(tmp_path / "block.png")
+
+
+def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
+    text = "The cat sat on the mat"
+    view = cli.gpt2_attention_view(GPT2_TINY, text)
+    model = ta.nn.CausalTransformer.from_pretrained(GPT2_TINY).eval()
+    ids = np.array([ta.tokenizer.GPT2Tokenizer.from_pretrained(GPT2_TINY).encode(text)])
+    logits, weights = model(ids, return_weights=True)
+    for layer_weights in weights:
+        layer_weights.retain_grad()
+    F.cross_entropy(logits[0, :-1], ids[0, 1:]).backward()
+    opened(chromium, view, tmp_path / "attention.html")
+    chromium.find('[data-layer="1"]').click()
+    chromium.find('[data-head="2"]').click()
+    expected = weights[1].data[0, 2]                                    # (T, T)
+    cells = chromium.find_all("#weights .cell")
+    drawn = np.zeros_like(expected)
+    for cell in cells:
+        drawn[int(cell.get_attribute("data-q")), int(cell.get_attribute("data-k"))] = \
+            float(cell.get_attribute("data-v"))
+    assert len(cells) == expected.size
+    np.testing.assert_allclose(drawn, expected, rtol=1e-6, atol=1e-9)
+    grads = {(int(c.get_attribute("data-q")), int(c.get_attribute("data-k"))):
+             float(c.get_attribute("data-v")) for c in chromium.find_all("#grads .cell")}
+    np.testing.assert_allclose([grads[q, k] for q, k in np.ndindex(*expected.shape)],
+                               weights[1].grad[0, 2].reshape(-1), rtol=1e-5, atol=1e-9)
+    lines = {(int(line.get_attribute("data-q")), int(line.get_attribute("data-k"))):
+             float(line.get_attribute("data-w")) for line in chromium.find_all(".link")}
+    assert set(lines) == set(zip(*np.nonzero(expected >= 0.01)))      # the visible ones
+    np.testing.assert_allclose(list(lines.values()), [expected[key] for key in lines], rtol=1e-6)
+    chromium.hover(chromium.find('.token[data-side="query"][data-i="3"]'))
+    lit = chromium.find_all(".link.lit")
+    assert lit and {line.get_attribute("data-q") for line in lit} == {"3"}
+    assert chromium.find("#readout").text.startswith("query 3 ' on' attends to: ")
+    chromium.hover(chromium.find('#grads .cell[data-q="4"][data-k="1"]'))
+    assert chromium.find("#readout").text == (
+        f"query 4 ' the' → key 1 ' cat': weight {expected[4, 1]:.4f}, "
+        f"dL/dA {weights[1].grad[0, 2, 4, 1]:.3e}".replace("e-0", "e-").replace("e+0", "e+"))
+    assert chromium.errors() == []
+    chromium.screenshot(tmp_path / "attention.png")
+
+
+def test_a_long_input_is_capped_with_a_note(chromium, tmp_path):
+    scores = np.random.default_rng(0).standard_normal((1, 300, 300))
+    weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+    view = viz.attention_view([f"t{i}" for i in range(300)], weights)
+    opened(chromium, view, tmp_path / "long.html")
+    assert chromium.find("#note").text.startswith("Showing the first 64 of 300 queries")
+    assert len(chromium.find_all("#weights .cell")) == 64 * 64
+    chromium.screenshot(tmp_path / "long.png")
+
+
+def test_the_notebook_iframe_runs_the_page_on_its_own(chromium, tmp_path):
+    """What a notebook shows: `_repr_html_` inside a host page; the view runs in its iframe."""
+    loss, leaves = small_attention_graph()
+    view = viz.graph_view(loss)
+    host = tmp_path / "notebook.html"
+    host.write_text(f"<!DOCTYPE html><html><body><p>a notebook cell's output:</p>"
+                    f"{view._repr_html_()}</body></html>", encoding="utf-8")
+    chromium.open(host, frame="iframe")
+    chromium.find("#step").click()
+    assert chromium.find("#counter").text.startswith("step 1 of")
+    assert chromium.requests() == [chromium.url]
+    assert chromium.errors() == []
+    chromium.driver.switch_to.default_content()
+    chromium.screenshot(tmp_path / "notebook.png")

@@ -1,0 +1,88 @@
+"""One self-contained HTML page: the view's data as JSON, its script and its style, all inline.
+
+A page fetches nothing: no CDN, no font, no image, no request of any kind. So it opens offline,
+from a file, in any browser, and in any notebook. The script is plain JavaScript that reads the
+data from a `<script type="application/json">` element and draws SVG.
+"""
+import base64
+import html
+import json
+import pathlib
+
+import numpy as np
+
+ASSETS = pathlib.Path(__file__).resolve().parent
+NOTEBOOK_HEIGHT = 640        # pixels: a notebook cannot size an iframe to what it holds
+
+
+class View:
+    """A view: `.html` is the whole page, `.save(path)` writes it, and a notebook shows it.
+
+    In a notebook (Jupyter, JupyterLab, VS Code, Colab) `_repr_html_` gives an iframe whose
+    `srcdoc` holds the page. Notebooks differ in what they let an output's scripts do: JupyterLab
+    and VS Code insert output HTML into their own page, where a view's CSS and element ids could
+    clash with the notebook's and with another view's; Colab already sandboxes each output. An
+    iframe runs the page alone in every one of them, the same way it runs from a file, and needs
+    no require.js or extension. It is sandboxed to scripts only: the page needs no more.
+    """
+
+    def __init__(self, title, html_text):
+        self.title = title
+        self.html = html_text
+
+    def save(self, path):
+        """Write the page to `path` (a missing folder is created) and return the path."""
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.html, encoding="utf-8")
+        return path
+
+    def _repr_html_(self):
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" title="'
+                f'{html.escape(self.title, quote=True)}" sandbox="allow-scripts" '
+                f'style="width: 100%; height: {NOTEBOOK_HEIGHT}px; border: 1px solid #ddd">'
+                "</iframe>")
+
+    def __repr__(self):
+        return f"<tinyattn view: {self.title} ({len(self.html):,} characters of HTML)>"
+
+
+def page(title, script, data):
+    """The HTML of a page titled `title` running `script` (a .js file beside this one) on `data`
+    (anything `json.dumps` takes)."""
+    # "</" inside the JSON would end the <script> element that holds it: "<\/" is the same JSON.
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>
+{(ASSETS / "views.css").read_text(encoding="utf-8")}
+</style>
+</head>
+<body>
+<script type="application/json" id="data">{payload}</script>
+<script>
+{(ASSETS / script).read_text(encoding="utf-8")}
+</script>
+</body>
+</html>
+"""
+
+
+def float32_base64(array):
+    """An array as the base64 text of its float32 bytes, little-endian: a quarter of the size of
+    JSON numbers, read by the page with `Float32Array`."""
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")
+
+
+def summary(array, count=8):
+    """What a page shows of an array: its shape, its first `count` numbers and its norm, the
+    numbers written with 4 significant digits."""
+    array = np.asarray(array)
+    return {"shape": list(array.shape),
+            "numbers": [f"{x:.4g}" for x in array.reshape(-1)[:count].tolist()],
+            "size": int(array.size),
+            "norm": f"{np.linalg.norm(array.astype(np.float64)):.4g}"}
