@@ -35,7 +35,7 @@ import weakref
 import numpy as np
 
 from tinyattn.plumbing import (ArrayProtocols, TensorIndexError, data_of, numeric_array,
-                               operand_arrays)
+                               operand_arrays, output_array)
 
 _node_counter = itertools.count()
 
@@ -95,8 +95,7 @@ class Function:
             raise ValueError(f"{cls.name}: {error}") from error
         except TypeError as error:
             raise TypeError(f"{cls.name}: {error}") from error
-        if type(data) is not np.ndarray:   # NumPy returns a scalar, not a 0-d array, for 0-d inputs
-            data = np.asarray(data)
+        data = output_array(data, arrays)      # a 0-d result as an array, of the inputs' dtype
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name, out._node = data, None, None, None
         if switches.grad_enabled and any(parents):   # some input requires grad (has a node)

@@ -4,7 +4,8 @@
                      np.asarray(t), bool and float, comparisons, copying and pickling, its repr
     numeric_array    turning lists, numbers and arrays into NumPy arrays of numbers
     operand_arrays   what an op computes on: each tensor's data, and each constant (a number,
-                     an array) as NumPy should meet it, on NumPy 1.26 too
+    output_array     an array) as NumPy should meet it; and what it computed, as an array of
+                     the dtype NumPy 2 gives it, on NumPy 1.26 too
     checked_axes     NumPy's rules for the axes of a reduction or a permutation
     keep_freed_memory  the one speed setting of the whole library (`import tinyattn` applies it)
 """
@@ -67,6 +68,19 @@ def as_operand(value, op):
 # NumPy 1.26, the oldest tinyattn runs on, does that only for arrays of one axis or more: there
 # a 0-d float32 loss times 0.5 is a float64. On it, Function.apply gives numbers their dtype.
 LEGACY_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def output_array(data, operands):
+    """What an op's forward returned, as an array: NumPy returns a scalar, not a 0-d array, for 0-d
+    inputs. On NumPy 1.26 also in the dtype NumPy 2 would give it: there a 0-d float32 array
+    times a Python float, inside a forward (`0.5 * x` in GELU's), is a float64, so a float64
+    result of float32 operands alone is turned back into float32."""
+    data = data if type(data) is np.ndarray else np.asarray(data)
+    if LEGACY_PROMOTION and data.dtype == np.float64:
+        floating = [a.dtype for a in operands if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        if floating and np.float64 not in floating:
+            data = data.astype(np.result_type(*floating))
+    return data
 
 
 def numbers_in_dtype(operands):
