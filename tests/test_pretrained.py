@@ -181,6 +181,31 @@ def test_save_pretrained_runs_in_transformers(tmp_path, models, reference, dtype
                                    atol=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("vocab_size, endoftext", [(50257, 50256), (13, None)])
+def test_save_pretrained_writes_gpt2s_bos_and_eos_ids_where_they_fit(tmp_path, vocab_size,
+                                                                    endoftext):
+    """GPT-2 begins and ends a text with <|endoftext|>, id 50256; a smaller vocabulary has no
+    such id, and says so with null (transformers would otherwise take 50256 and warn)."""
+    nn.CausalTransformer(vocab_size, 8, 2, 1, max_len=6, positional="learned",
+                         tied_head=True).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "bos_token_id" in config and "eos_token_id" in config
+    assert config["bos_token_id"] == config["eos_token_id"] == endoftext
+
+
+def test_transformers_loads_a_small_vocabulary_without_a_warning(tmp_path, capfd):
+    """(Skipped, saying so, when transformers is not installed.)"""
+    pytest.importorskip("torch", reason="torch is not installed: transformers' warnings are not "
+                                        "checked")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: "
+                                       "its warnings are not checked")
+    model, _ = a_model_trained_here()
+    model.save_pretrained(tmp_path)
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+    assert theirs.config.bos_token_id is None and theirs.config.eos_token_id is None
+    assert "token_id" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("change, error, message", [
     (lambda folder: shutil.rmtree(folder), FileNotFoundError, r"there is no folder '.*gpt2'"),
     (lambda folder: (folder / "config.json").unlink(), FileNotFoundError,

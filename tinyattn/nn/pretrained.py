@@ -52,6 +52,7 @@ PREFIX = "transformer."
 BUFFERS = (".attn.bias", ".attn.masked_bias")      # GPT-2's causal masks, not weights
 SIZES = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")       # transformers' names for F.gelu
+ENDOFTEXT_ID = 50256                                # GPT-2's <|endoftext|>, its bos and eos
 
 
 def layout(num_layers):
@@ -199,9 +200,14 @@ def shown(names, most=4):
 # Writing
 
 def gpt2_config(model):
-    """The config.json of a GPT-2-shaped CausalTransformer, as transformers writes GPT-2's."""
+    """The config.json of a GPT-2-shaped CausalTransformer, as transformers writes GPT-2's.
+
+    GPT-2 begins and ends texts with one token, <|endoftext|> (id 50256): its bos and eos ids. A
+    smaller vocabulary has no such id, so they are null there: left out, transformers would take
+    GPT-2's 50256 and warn that it is outside the vocabulary."""
     attention = model.blocks[0].attn
     hidden_dim = model.blocks[0].ff.up.out_features
+    endoftext = ENDOFTEXT_ID if ENDOFTEXT_ID < model.embed.num_embeddings else None
     return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
             "vocab_size": model.embed.num_embeddings, "n_positions": model.max_len,
             "n_embd": attention.embed_dim, "n_layer": len(model.blocks),
@@ -211,7 +217,7 @@ def gpt2_config(model):
             "scale_attn_weights": attention.scale is None, "tie_word_embeddings": True,
             # tinyattn drops attention weights and each residual branch, never the embeddings
             "attn_pdrop": attention.dropout, "resid_pdrop": attention.dropout, "embd_pdrop": 0.0,
-            "dtype": str(model.dtype)}
+            "bos_token_id": endoftext, "eos_token_id": endoftext, "dtype": str(model.dtype)}
 
 
 def gpt2_weights(model):
