@@ -152,11 +152,10 @@ def test_an_error_page_served_as_the_file_is_refused_at_once_and_nothing_is_kept
     (tmp_path / "config.json").write_bytes(CONTENTS["config.json"])
     with Server() as server:
         server.error_page = ERROR_PAGE
-        with pytest.raises(download.DownloadError, match=rf"^{server.url}model.safetensors "
-                                                         rf"answered 200 OK with {len(ERROR_PAGE)} "
-                                                         rf"bytes, not the 10,240 bytes expected "
-                                                         rf"\(an error page\?\): refused. Nothing "
-                                                         rf"was written.$"):
+        says = (rf"^{server.url}model.safetensors answered 200 OK with {len(ERROR_PAGE)} bytes, "
+                rf"not the 10,240 bytes expected \(an error page\?\): refused. Nothing was "
+                rf"written.$")
+        with pytest.raises(download.DownloadError, match=says):
             fetch_all(tmp_path, server)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
