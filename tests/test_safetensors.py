@@ -315,7 +315,7 @@ def scratch_file(tmp_path_factory):
     return tmp_path_factory.mktemp("drawn") / "drawn.safetensors"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(header=HEADERS, data=strategies.binary(max_size=64))
 def test_any_header_hypothesis_draws_is_read_or_named(scratch_file, header, data):
     scratch_file.write_bytes(raw_file(header, data))
