@@ -105,6 +105,19 @@ README_ENTRY_WITHOUT_RESULTS = """\
     the measured numbers here once the weights are there.)"""
 
 
+# What the quick run says in place of conclusions: its weights are random.
+QUICK_RUN_SAYS = ("Quick run: the weights are random (tests/fixtures/gpt2-tiny), so the numbers "
+                  "below say nothing about GPT-2: its next tokens are arbitrary, its losses "
+                  "those of no trained model, and no head has learned to copy. What it shows is "
+                  "that every step of the pipeline runs: the tokenizer, the checkpoint read, "
+                  "generation with the key/value cache, scoring in windows, every head's "
+                  "attention weights. GPT-2's own numbers: `python -m tinyattn download gpt2`, "
+                  "then `python demos/14_gpt2.py`.")
+RANDOM_HEADS_SAY = ("random weights: no head was trained to copy, so these scores show that the "
+                    "measurement runs, not which heads copy (the full run compares GPT-2's with "
+                    "the literature's)")
+
+
 # %% [markdown]
 # Where the weights are: `--quick` takes the small GPT-2 of random weights in tests/fixtures, the
 # full run the folder `python -m tinyattn download gpt2` fills, or the one `--weights` names.
@@ -330,6 +343,8 @@ def main(argv=None):
     layers, heads = len(model.blocks), model.num_heads
     print(f"GPT-2 from {args.weights}: {parameters:,} parameters, {layers} layers of {heads} "
           f"heads, width {model.embed.embedding_dim}, {model.max_len} positions, float32\n")
+    if args.quick:
+        print(QUICK_RUN_SAYS + "\n")
 
     numbers = {"parameters": parameters, "quick": args.quick}
     print(f"1. The {TOP} likeliest next tokens:")
@@ -363,12 +378,15 @@ def main(argv=None):
     ids = np.array(tokenizer.encode(text))
     total, scored = nats(model, ids, model.max_len)
     characters = len(text) - len(tokenizer.decode(ids[:1].tolist()))
-    tiny_gpt_nats = tiny_gpt_loss()
+    tiny_gpt_nats = None if args.quick else tiny_gpt_loss()
+    if args.quick:
+        compared = " (random weights: no comparison with demo 11's tiny GPT)"
+    else:
+        compared = f" (demo 11's tiny GPT: {tiny_gpt_nats:.3f})" if tiny_gpt_nats else ""
     print(f"\n4. The validation part of demo 11's text: {len(text):,} characters, {len(ids):,} "
           f"tokens ({len(text) / len(ids):.2f} characters per token); in windows of "
           f"{model.max_len} tokens, half a window apart:\n   {total / scored:.3f} nats per token, "
-          f"{total / characters:.3f} nats per character"
-          + (f" (demo 11's tiny GPT: {tiny_gpt_nats:.3f})" if tiny_gpt_nats else ""))
+          f"{total / characters:.3f} nats per character{compared}")
     numbers.update(validation_characters=len(text), validation_tokens=len(ids),
                    nats_per_token=total / scored, nats_per_character=total / characters,
                    tiny_gpt_nats_per_character=tiny_gpt_nats)
@@ -378,7 +396,7 @@ def main(argv=None):
                                                                  repeat)
     ranked = sorted(np.ndindex(*scores.shape), key=lambda where: -scores[where])
     copying = [head_name(*where) for where in ranked if scores[where] > INDUCTION_THRESHOLD]
-    said, agrees = agreement(scores)
+    said, agrees = (RANDOM_HEADS_SAY, None) if args.quick else agreement(scores)
     best = ", ".join(f"{head_name(*where)} ({scores[where]:.2f})" for where in ranked[:5])
     print(f"\n5. Induction heads, on {settings['sequences']} sequences of {repeat} random tokens "
           f"written twice: the loss is {first_loss:.2f} nats per token on the first copy, "

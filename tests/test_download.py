@@ -1,11 +1,13 @@
 """`python -m tinyattn download gpt2` (tinyattn/tools/download.py) against a server on this
 machine (127.0.0.1): files checked and renamed only when whole, a cut transfer resumed with an
-HTTP Range request, a server that ignores the Range, a file of the wrong bytes refused, and the
-offline path: one line, exit status 1, nothing half-written."""
+HTTP Range request, a server that ignores the Range, a file of the wrong bytes refused, an answer
+of the wrong length (an error page) refused before any byte is kept, a folder that cannot be one,
+and the offline path: one line, exit status 1, nothing half-written."""
 import hashlib
 import http.server
 import io
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -23,11 +25,13 @@ def listing(contents=CONTENTS):
 
 class Server:
     """An HTTP server on 127.0.0.1 serving `contents`, honouring Range requests unless told not
-    to, and able to close the connection after `cut_after` bytes of a body; it records the Range
-    header of every request."""
+    to, and able to close the connection after `cut_after` bytes of a body, or to answer every
+    request with `error_page` and the status `error_status`, as a proxy or a captive portal may;
+    it records the Range header of every request."""
 
     def __init__(self, contents=CONTENTS):
         self.contents, self.cut_after, self.honour_range, self.ranges = contents, None, True, []
+        self.error_page, self.error_status = None, 200
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -38,6 +42,12 @@ class Server:
                     return
                 asked = self.headers.get("Range")
                 server.ranges.append(asked)
+                if server.error_page is not None:
+                    self.send_response(server.error_status)
+                    self.send_header("Content-Length", str(len(server.error_page)))
+                    self.end_headers()
+                    self.wfile.write(server.error_page)
+                    return
                 start = int(asked[len("bytes="):-1]) if asked and server.honour_range else 0
                 self.send_response(206 if start else 200)
                 self.send_header("Content-Length", str(len(data) - start))
@@ -116,17 +126,79 @@ def test_a_complete_partial_file_is_checked_and_renamed_without_asking(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(CONTENTS)
 
 
-@pytest.mark.parametrize("wrong", [b"x" * 10240, b"x" * 10241])
-def test_bytes_that_are_not_the_expected_file_are_refused_and_deleted(tmp_path, wrong):
-    """Of the right size and the wrong SHA-256, or longer than the file: no file takes the
-    name, and no partial is kept (resuming it would only append to wrong bytes)."""
+@pytest.mark.parametrize("wrong, message", [
+    (b"x" * 10240, r"model.safetensors gave 10,240 bytes of SHA-256 [0-9a-f]{64}, not the 10,240 "
+                   r"bytes .* expected: deleted, nothing kept"),
+    (b"x" * 10241, r"model.safetensors answered 200 OK with 10,241 bytes, not the 10,240 bytes "
+                   r"expected \(an error page\?\): refused. Nothing was written."),
+])
+def test_bytes_that_are_not_the_expected_file_are_refused_and_deleted(tmp_path, wrong, message):
+    """Of the right size and the wrong SHA-256 (found at the end), or longer than the file (said
+    by the Content-Length, before any byte is written): no file takes the name, and no partial is
+    kept (resuming it would only append to wrong bytes)."""
     with Server({**CONTENTS, "model.safetensors": wrong}) as server:
-        with pytest.raises(download.DownloadError, match=rf"model.safetensors gave {len(wrong):,} "
-                                                         rf"bytes of SHA-256 [0-9a-f]{{64}}, not "
-                                                         rf"the 10,240 bytes .* expected: "
-                                                         rf"deleted, nothing kept"):
+        with pytest.raises(download.DownloadError, match=message):
             fetch_all(tmp_path, server, listing())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+ERROR_PAGE = b"<html><body>Sign in to this network to continue</body></html>"
+
+
+def test_an_error_page_served_as_the_file_is_refused_at_once_and_nothing_is_kept(tmp_path):
+    """An answer of status 200 whose Content-Length is not the file's size is not the file: it
+    is refused before any byte is written, so no .partial is left for the next run to resume
+    (which would fetch the whole file after it, only to fail its checksum)."""
+    (tmp_path / "config.json").write_bytes(CONTENTS["config.json"])
+    with Server() as server:
+        server.error_page = ERROR_PAGE
+        says = (rf"^{server.url}model.safetensors answered 200 OK with {len(ERROR_PAGE)} bytes, "
+                rf"not the 10,240 bytes expected \(an error page\?\): refused. Nothing was "
+                rf"written.$")
+        with pytest.raises(download.DownloadError, match=says):
+            fetch_all(tmp_path, server)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize("status, expected", [(200, "10,240 bytes expected"),
+                                              (206, "10,140 bytes expected from byte 100 on")])
+def test_an_answer_of_the_wrong_length_leaves_the_partial_file_as_it_was(tmp_path, status,
+                                                                        expected):
+    """Whether the server ignored the Range (200) or not (206), bytes of the wrong length do not
+    take the place of the good ones received before: these stay for the next run."""
+    partial = tmp_path / "model.safetensors.partial"
+    partial.write_bytes(CONTENTS["model.safetensors"][:100])
+    with Server({"model.safetensors": CONTENTS["model.safetensors"]}) as server:
+        server.error_page, server.error_status = ERROR_PAGE, status
+        with pytest.raises(download.DownloadError, match=rf"answered {status} .* with "
+                                                         rf"{len(ERROR_PAGE)} bytes, not the "
+                                                         rf"{expected} \(an error page\?\): "
+                                                         rf"refused. Kept 100 bytes in "
+                                                         rf".*model.safetensors.partial: the "
+                                                         rf"next run resumes from there.$"):
+            fetch_all(tmp_path, server, listing({"model.safetensors":
+                                                 CONTENTS["model.safetensors"]}))
+    assert server.ranges == ["bytes=100-"]
+    assert partial.read_bytes() == CONTENTS["model.safetensors"][:100]
+
+
+@pytest.mark.parametrize("where, message", [
+    ("a file", r"download: .*a file is a file, not a folder: name a folder to download into. "
+               r"Nothing was written.\n$"),
+    ("a file/gpt2", r"download: cannot make the folder .*a file/gpt2 \(Not a directory\). "
+                    r"Nothing was written.\n$"),
+])
+def test_a_folder_that_cannot_be_one_is_said_in_one_line(tmp_path, monkeypatch, capsys, where,
+                                                         message):
+    (tmp_path / "a file").write_text("not a folder")
+    with Server() as server:
+        monkeypatch.setattr(download, "BASE_URL", server.url)
+        monkeypatch.setattr(download, "FILES", listing())
+        assert cli.main(["download", "gpt2", str(tmp_path / where)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert re.match(message, captured.err), captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a file"]
 
 
 def test_a_file_already_there_but_wrong_is_fetched_again(tmp_path):

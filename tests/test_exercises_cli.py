@@ -1,16 +1,18 @@
 """The exercise commands: the list with the learner's progress, start (never overwriting), check
 (one line per check, the next hint, the exit code), hint, solution; a learner's file that cannot
-be checked gets one line, never a traceback; a loop that never ends is stopped; and the README's
-cycle and its recipe for a new op are what the code prints and does."""
+be checked gets one line, never a traceback, naming the function as Python 3.11 does on 3.10 too;
+a loop that never ends is stopped; and the README's cycle and its recipe for a new op are what the
+code prints and does."""
 import math
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
 from tinyattn.tools import cli as tinyattn_cli
-from tinyattn.tools.exercises import BY_NAME, EXERCISES, cli, transcript
+from tinyattn.tools.exercises import BY_NAME, EXERCISES, cli, running, transcript
 from tinyattn.tools.exercises.running import load, run_checks
 
 MUL_DIV = BY_NAME["mul_div"]
@@ -119,6 +121,48 @@ def test_a_file_that_cannot_pass_gets_one_clear_line_and_no_traceback(what, tmp_
     assert code == 1 and says.format(line=line) in out, out
     assert "Traceback" not in out and 'File "' not in out
     assert all(len(line) < 400 for line in out.splitlines())
+
+
+NESTED = """\
+def function():
+    def inner():
+        return lambda x: x
+    return inner
+
+
+@decorated
+@twice
+class Outer:
+    @staticmethod
+    def method():
+        pass
+
+    class Inner:
+        async def method(self):
+            pass
+    square = lambda self: self * self
+"""
+
+
+def code_objects(code):
+    """`code` and every code object defined in it, at any depth."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from code_objects(constant)
+
+
+def test_the_qualified_name_is_found_in_the_source_as_python_311_gives_it():
+    """Python 3.10's code objects lack co_qualname: the grader's messages find it in the
+    learner's source, the same on every Python (checked against co_qualname where it exists)."""
+    found = {}
+    for code in list(code_objects(compile(NESTED, "nested.py", "exec")))[1:]:    # not <module>
+        found[code] = running.qualified_name_in(NESTED, code.co_firstlineno, code.co_name)
+        assert found[code] == getattr(code, "co_qualname", found[code])
+    assert sorted(found.values()) == ["Outer", "Outer.<lambda>", "Outer.Inner",
+                                      "Outer.Inner.method", "Outer.method", "function",
+                                      "function.<locals>.inner",
+                                      "function.<locals>.inner.<locals>.<lambda>"]
 
 
 def test_a_loop_that_never_ends_is_stopped(tmp_path):

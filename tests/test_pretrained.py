@@ -181,13 +181,125 @@ def test_save_pretrained_runs_in_transformers(tmp_path, models, reference, dtype
                                    atol=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("vocab_size, endoftext", [(50257, 50256), (13, None)])
+def test_save_pretrained_writes_gpt2s_bos_and_eos_ids_where_they_fit(tmp_path, vocab_size,
+                                                                    endoftext):
+    """GPT-2 begins and ends a text with <|endoftext|>, id 50256; a smaller vocabulary has no
+    such id, and says so with null (transformers would otherwise take 50256 and warn)."""
+    nn.CausalTransformer(vocab_size, 8, 2, 1, max_len=6, positional="learned",
+                         tied_head=True).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "bos_token_id" in config and "eos_token_id" in config
+    assert config["bos_token_id"] == config["eos_token_id"] == endoftext
+
+
+def test_transformers_loads_a_small_vocabulary_without_a_warning(tmp_path, capfd):
+    """(Skipped, saying so, when transformers is not installed.)"""
+    pytest.importorskip("torch", reason="torch is not installed: transformers' warnings are not "
+                                        "checked")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: "
+                                       "its warnings are not checked")
+    model, _ = a_model_trained_here()
+    model.save_pretrained(tmp_path)
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+    assert theirs.config.bos_token_id is None and theirs.config.eos_token_id is None
+    assert "token_id" not in capfd.readouterr().err
+
+
+def sharded_copy(tmp_path, shards=2):
+    """The fixture's weights as Hugging Face saves a model too big for one file: shards
+    model-0000K-of-0000N.safetensors, and model.safetensors.index.json mapping each weight's name
+    to its shard."""
+    folder = gpt2_copy(tmp_path)
+    weights = ta.load_safetensors(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    names, weight_map = list(weights), {}
+    for number, part in enumerate(np.array_split(np.arange(len(names)), shards), start=1):
+        shard = f"model-{number:05d}-of-{shards:05d}.safetensors"
+        ta.save_safetensors(folder / shard, {names[i]: weights[names[i]] for i in part},
+                            {"format": "pt"})
+        weight_map.update({names[i]: shard for i in part})
+    total_size = sum(array.nbytes for array in weights.values())
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total_size}, "weight_map": weight_map}, indent=2))
+    return folder
+
+
+def test_a_sharded_checkpoint_is_read_by_following_its_index(tmp_path, models, reference):
+    folder = sharded_copy(tmp_path, shards=3)
+    model = nn.CausalTransformer.from_pretrained(folder, dtype=np.float64)
+    np.testing.assert_array_equal(logits_of(model, reference["input_ids"]),
+                                  logits_of(models["float64"], reference["input_ids"]))
+
+
+def test_a_checkpoint_transformers_shards_is_read(tmp_path, models, reference):
+    """transformers' own sharding of the fixture (skipped, saying so, when it is not installed)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: transformers' shards "
+                                                "are not checked")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: "
+                                       "its shards are not checked")
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(FOLDER, dtype=torch.float64)
+    theirs.save_pretrained(tmp_path, max_shard_size="2MB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    assert len(list(tmp_path.glob("model-*-of-*.safetensors"))) > 1
+    model = nn.CausalTransformer.from_pretrained(tmp_path, dtype=np.float64)
+    np.testing.assert_array_equal(logits_of(model, reference["input_ids"]),
+                                  logits_of(models["float64"], reference["input_ids"]))
+
+
+def edit_the_index(edit):
+    """A change to a sharded folder: `edit(index)` on the parsed model.safetensors.index.json."""
+    def change(folder):
+        index = json.loads((folder / "model.safetensors.index.json").read_text())
+        edit(index)
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return change
+
+
+def moved_to_the_other_shard(index, name="transformer.wte.weight"):
+    """The index of two shards, saying that `name` is in the shard that does not hold it."""
+    shards = sorted(set(index["weight_map"].values()))
+    index["weight_map"][name] = shards[1 - shards.index(index["weight_map"][name])]
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (lambda folder: (folder / "model-00002-of-00002.safetensors").unlink(), FileNotFoundError,
+     r"the folder '.*gpt2': model.safetensors.index.json lists the shard "
+     r"model-00002-of-00002.safetensors, which is not in the folder$"),
+    (lambda folder: (folder / "model.safetensors.index.json").write_text("{"), ValueError,
+     r"the folder '.*gpt2': model.safetensors.index.json is not valid JSON"),
+    (edit_the_index(lambda index: index.pop("weight_map")), ValueError,
+     r"the folder '.*gpt2': model.safetensors.index.json must hold a \"weight_map\" of weight "
+     r"names to shard file names \(Hugging Face's index of a sharded checkpoint\)$"),
+    (edit_the_index(lambda index: index["weight_map"].update({"wte.weight": "../wte.bin"})),
+     ValueError, r"the folder '.*gpt2': model.safetensors.index.json names the shard "
+                 r"'../wte.bin', which is not a "
+                 r"file name in the folder$"),
+    (edit_the_index(moved_to_the_other_shard),
+     ValueError, r"the folder '.*gpt2': model.safetensors.index.json lists "
+                 r"transformer.wte.weight in model-0000\d-of-00002.safetensors, which does not "
+                 r"hold it$"),
+    (edit_the_index(lambda index: index["weight_map"].pop("transformer.ln_f.bias")), ValueError,
+     r"the folder '.*gpt2': the sharded checkpoint \(model.safetensors.index.json\) and "
+     r"config.json disagree: for "
+     r"a GPT-2 of .*, the sharded checkpoint \(model.safetensors.index.json\) lacks ln_f.bias$"),
+])
+def test_a_sharded_folder_with_a_shard_missing_or_a_broken_index_is_named(tmp_path, change,
+                                                                          error, message):
+    folder = sharded_copy(tmp_path)
+    change(folder)
+    with pytest.raises(error, match=r"^CausalTransformer.from_pretrained: " + message):
+        nn.CausalTransformer.from_pretrained(folder)
+
+
 @pytest.mark.parametrize("change, error, message", [
     (lambda folder: shutil.rmtree(folder), FileNotFoundError, r"there is no folder '.*gpt2'"),
     (lambda folder: (folder / "config.json").unlink(), FileNotFoundError,
      r"the folder '.*gpt2' has no config.json: a GPT-2 folder in Hugging Face's layout holds "
      r"config.json and model.safetensors \(`python -m tinyattn download gpt2`"),
     (lambda folder: (folder / "model.safetensors").unlink(), FileNotFoundError,
-     r"the folder '.*gpt2' has config.json but no model.safetensors"),
+     r"the folder '.*gpt2' has config.json but no model.safetensors \(the weights\), nor the "
+     r"model.safetensors.index.json of a sharded checkpoint$"),
     (lambda folder: (folder / "config.json").write_text("{'n_layer': 2"), ValueError,
      r"the folder '.*gpt2': config.json is not valid JSON"),
     (lambda folder: (folder / "config.json").write_text('{"n_layer": 2, "n_head": 4}'), ValueError,

@@ -1,12 +1,16 @@
-"""safetensors with NumPy: round trips of every dtype and shape, every malformed file named, and
-files exchanged with the `safetensors` package both ways (it is in the dev extra)."""
+"""safetensors with NumPy: round trips of every dtype and shape, every malformed file named (the
+known kinds one by one, then whatever hypothesis draws: headers of any JSON, valid files with
+bytes changed), and files exchanged with the `safetensors` package both ways (it is in the dev
+extra)."""
+import io
 import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies
 
 import tinyattn as ta
-from tinyattn.safetensors import DTYPES
+from tinyattn.safetensors import DTYPES, write_safetensors
 
 DTYPE_NAMES = sorted(DTYPES)
 SHAPES = [(), (0,), (5,), (2, 3), (3, 0, 2), (2, 1, 3, 2)]
@@ -240,3 +244,121 @@ def test_tinyattn_reads_what_the_safetensors_package_writes(tmp_path):
     got, metadata = ta.load_safetensors(tmp_path / "theirs", with_metadata=True)
     assert_same_arrays({name: got[name] for name in arrays}, arrays)
     assert metadata == {"written by": "them"}
+
+
+NESTED_TOO_DEEP = {
+    "arrays in a tensor": b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "objects in the metadata": b'{"__metadata__": ' + b'{"k": ' * 100_000 + b'"v"'
+                               + b"}" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("case", NESTED_TOO_DEEP)
+def test_a_header_nested_too_deeply_is_named_not_a_recursion_error(tmp_path, case):
+    (tmp_path / "deep.safetensors").write_bytes(raw_file(NESTED_TOO_DEEP[case]))
+    with pytest.raises(ValueError, match=r"^load_safetensors: '.*deep.safetensors' is not a "
+                                         r"safetensors file: the header nests JSON arrays or "
+                                         r"objects too deeply to be read \(a safetensors header "
+                                         r"nests them 3 deep\)$"):
+        ta.load_safetensors(tmp_path / "deep.safetensors")
+
+
+def test_a_shape_numpy_cannot_hold_and_an_integer_of_many_digits_are_named(tmp_path):
+    cases = {
+        "too many axes": (raw_file({"a": F([0] * 70, [0, 0])}),
+                          r"tensor 'a' has a shape of 70 axes, which NumPy cannot hold"),
+        "an axis too long": (raw_file({"a": F([0, 2 ** 64], [0, 0])}),
+                             r"tensor 'a' has a shape of 2 axes, which NumPy cannot hold"),
+        "5,000 digits": (raw_file(b'{"a": {"dtype": "F32", "shape": [' + b"1" * 5000
+                                  + b'], "data_offsets": [0, 4]}}', bytes(4)),
+                         r"the header holds an integer of 5000 digits: sizes and offsets are "
+                         r"64-bit \(at most 20 digits\)$"),
+    }
+    for content, reason in cases.values():
+        (tmp_path / "bad.safetensors").write_bytes(content)
+        with pytest.raises(ValueError, match=rf"^load_safetensors: '.*bad.safetensors' is not a "
+                                             rf"safetensors file: {reason}"):
+            ta.load_safetensors(tmp_path / "bad.safetensors")
+
+
+def loads_or_names_the_file(path):
+    """Assert that load_safetensors(path) either reads arrays or raises one ValueError that names
+    the file and fits on a line."""
+    try:
+        arrays = ta.load_safetensors(path)
+    except ValueError as error:
+        message = str(error)
+        assert message.startswith(f"load_safetensors: {str(path)!r} is not a safetensors file: ")
+        assert "\n" not in message and len(message) < 1000, message
+    else:
+        assert all(isinstance(array, np.ndarray) for array in arrays.values())
+
+
+JSON_VALUES = strategies.recursive(
+    strategies.none() | strategies.booleans() | strategies.integers() | strategies.floats()
+    | strategies.text(max_size=60),
+    lambda children: strategies.lists(children, max_size=6)
+    | strategies.dictionaries(strategies.text(max_size=5), children, max_size=6),
+    max_leaves=12)
+SIZES = strategies.integers(-2, 20) | strategies.integers(-2 ** 65, 2 ** 70)
+ENTRIES = strategies.fixed_dictionaries({
+    "dtype": strategies.sampled_from(["F32", "F64", "BF16", "U8", "BOOL", "F128"]) | JSON_VALUES,
+    "shape": strategies.lists(SIZES, max_size=8) | JSON_VALUES,
+    "data_offsets": strategies.lists(SIZES, max_size=3) | JSON_VALUES})
+HEADERS = strategies.dictionaries(strategies.text(max_size=60), ENTRIES | JSON_VALUES,
+                                  max_size=4)
+
+
+@pytest.fixture(scope="module")
+def scratch_file(tmp_path_factory):
+    """One file that each example of a hypothesis test writes over."""
+    return tmp_path_factory.mktemp("drawn") / "drawn.safetensors"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(header=HEADERS, data=strategies.binary(max_size=64))
+def test_any_header_hypothesis_draws_is_read_or_named(scratch_file, header, data):
+    scratch_file.write_bytes(raw_file(header, data))
+    loads_or_names_the_file(scratch_file)
+
+
+@settings(max_examples=50, deadline=None)
+@given(depth=strategies.integers(0, 100_000), kind=strategies.sampled_from([b"[", b'{"k": ']),
+       where=strategies.sampled_from(["shape", "dtype", "__metadata__", "name"]))
+def test_a_header_nested_to_any_depth_is_read_or_named(scratch_file, depth, kind, where):
+    close = b"]" if kind == b"[" else b"}"
+    nested = kind * depth + b"1" + close * depth
+    header = {"a": F([1], [0, 4]), "__metadata__": {"k": "v"}}
+    placeholder = b'"NESTED"'
+    if where == "name":
+        header["b"] = "NESTED"
+    elif where == "__metadata__":
+        header["__metadata__"]["k"] = "NESTED"
+    else:
+        header["a"][where] = "NESTED"
+    scratch_file.write_bytes(raw_file(json.dumps(header).encode().replace(placeholder, nested),
+                                      bytes(4)))
+    loads_or_names_the_file(scratch_file)
+
+
+VALID_FILE = io.BytesIO()
+write_safetensors(VALID_FILE, {"a": np.arange(6, dtype=np.float32).reshape(2, 3),
+                               "b": np.ones(3, np.uint8), "c": np.zeros((0, 4))}, {"k": "v"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(edits=strategies.lists(strategies.tuples(strategies.sampled_from(["set", "cut", "insert"]),
+                                                strategies.integers(0, len(VALID_FILE.getvalue())),
+                                                strategies.binary(min_size=1, max_size=8)),
+                              min_size=1, max_size=4))
+def test_any_valid_file_with_bytes_changed_cut_or_inserted_is_read_or_named(scratch_file, edits):
+    content = bytearray(VALID_FILE.getvalue())
+    for kind, position, some_bytes in edits:
+        if kind == "set":
+            content[position:position + len(some_bytes)] = some_bytes
+        elif kind == "cut":
+            del content[position:position + len(some_bytes)]
+        else:
+            content[position:position] = some_bytes
+    scratch_file.write_bytes(bytes(content))
+    loads_or_names_the_file(scratch_file)

@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+import reprlib
 from collections import Counter
 
 import numpy as np
@@ -38,6 +39,10 @@ DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2")
 STORED = {**DTYPES, "BF16": np.dtype("<u2")}    # BF16 is read as its 16 bits, then widened
 NAMES = {dtype.newbyteorder("="): name for name, dtype in DTYPES.items()}    # float32 -> "F32"
 METADATA = "__metadata__"
+# JSON values quoted in an error message are cut short (strings, lists, objects, nesting): a
+# malformed header may hold megabytes
+SHORT = reprlib.Repr()
+SHORT.maxlevel, SHORT.maxstring, SHORT.maxlong, SHORT.maxlist, SHORT.maxdict = 2, 50, 40, 4, 4
 
 
 def load_safetensors(path, with_metadata=False):
@@ -72,7 +77,12 @@ def read_safetensors(file, size, with_metadata=False):
     file.readinto(data)
     arrays = {}
     for name, (dtype_name, shape, (begin, _)) in entries.items():
-        raw = np.frombuffer(data, STORED[dtype_name], math.prod(shape), begin).reshape(shape)
+        raw = np.frombuffer(data, STORED[dtype_name], math.prod(shape), begin)
+        try:
+            raw = raw.reshape(shape)
+        except ValueError as error:     # more axes than NumPy has, an axis past its index range
+            raise ValueError(f"tensor {SHORT.repr(name)} has a shape of {len(shape)} axes, which "
+                             f"NumPy cannot hold ({error})") from None
         arrays[name] = (raw.astype("<u4") << 16).view("<f4") if dtype_name == "BF16" else raw
     return (arrays, metadata) if with_metadata else arrays
 
@@ -81,34 +91,39 @@ def parse_header(header):
     """({name: (dtype name, shape, (begin, end))}, metadata) from the header's bytes, each entry
     checked: a known dtype, a shape of sizes >= 0, offsets that fit the shape."""
     try:
-        header = json.loads(header.decode("utf-8"), object_pairs_hook=refuse_repeated_names)
+        header = json.loads(header.decode("utf-8"), object_pairs_hook=refuse_repeated_names,
+                            parse_int=refuse_long_integers)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"the header is not valid JSON ({error})") from None
+    except RecursionError:      # json reads nested arrays and objects by recursion
+        raise ValueError("the header nests JSON arrays or objects too deeply to be read (a "
+                         "safetensors header nests them 3 deep)") from None
     if not isinstance(header, dict):
         raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop(METADATA, {})
     if not isinstance(metadata, dict) or not all(isinstance(value, str)
                                                  for value in metadata.values()):
-        raise ValueError(f"{METADATA} must map strings to strings, got {metadata!r}")
+        raise ValueError(f"{METADATA} must map strings to strings, got {SHORT.repr(metadata)}")
     entries = {}
     for name, entry in header.items():
+        tensor = f"tensor {SHORT.repr(name)}"
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
-            raise ValueError(f"tensor {name!r} must have a dtype, a shape and data_offsets, "
-                             f"got {entry!r}")
+            raise ValueError(f"{tensor} must have a dtype, a shape and data_offsets, "
+                             f"got {SHORT.repr(entry)}")
         dtype_name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         if not isinstance(dtype_name, str) or dtype_name not in STORED:
-            raise ValueError(f"tensor {name!r} has dtype {dtype_name!r}, which tinyattn does not "
-                             f"read (it reads {', '.join(DTYPES)} and BF16)")
+            raise ValueError(f"{tensor} has dtype {SHORT.repr(dtype_name)}, which tinyattn does "
+                             f"not read (it reads {', '.join(DTYPES)} and BF16)")
         if not (is_list_of_sizes(shape) and is_list_of_sizes(offsets) and len(offsets) == 2
                 and offsets[0] <= offsets[1]):
-            raise ValueError(f"tensor {name!r} must have a shape of integers >= 0 and "
-                             f"data_offsets [BEGIN, END] with 0 <= BEGIN <= END, got shape "
-                             f"{shape!r} and data_offsets {offsets!r}")
+            raise ValueError(f"{tensor} must have a shape of integers >= 0 and data_offsets "
+                             f"[BEGIN, END] with 0 <= BEGIN <= END, got shape {SHORT.repr(shape)} "
+                             f"and data_offsets {SHORT.repr(offsets)}")
         item_size = STORED[dtype_name].itemsize
         if offsets[1] - offsets[0] != math.prod(shape) * item_size:
-            raise ValueError(f"tensor {name!r} of shape {tuple(shape)} and dtype {dtype_name} "
-                             f"takes {math.prod(shape) * item_size} bytes, but its data_offsets "
-                             f"{offsets} hold {offsets[1] - offsets[0]}")
+            raise ValueError(f"{tensor} of shape {SHORT.repr(tuple(shape))} and dtype "
+                             f"{dtype_name} takes {math.prod(shape) * item_size} bytes, but its "
+                             f"data_offsets {offsets} hold {offsets[1] - offsets[0]}")
         entries[name] = dtype_name, tuple(shape), tuple(offsets)
     return entries, metadata
 
@@ -118,8 +133,17 @@ def refuse_repeated_names(pairs):
     repeated = sorted(name for name, count in Counter(name for name, _ in pairs).items()
                       if count > 1)
     if repeated:
-        raise ValueError(f"the header names {repeated} more than once")
+        raise ValueError(f"the header names {SHORT.repr(repeated)} more than once")
     return dict(pairs)
+
+
+def refuse_long_integers(digits):
+    """A JSON integer as an int, refusing one of more than 20 digits: no size or offset is (they
+    are 64-bit), and Python would refuse one of thousands with advice that does not apply."""
+    if len(digits.lstrip("-")) > 20:
+        raise ValueError(f"the header holds an integer of {len(digits.lstrip('-'))} digits: "
+                         f"sizes and offsets are 64-bit (at most 20 digits)")
+    return int(digits)
 
 
 def is_list_of_sizes(value):
@@ -133,11 +157,12 @@ def check_tiling(entries, data_size):
     position, previous = 0, None
     for name, (_, _, (begin, end)) in sorted(entries.items(), key=lambda item: item[1][2]):
         if end > data_size:
-            raise ValueError(f"tensor {name!r} ends at byte {end} of the data, past its end "
-                             f"(the data has {data_size} bytes)")
+            raise ValueError(f"tensor {SHORT.repr(name)} ends at byte {end} of the data, past its "
+                             f"end (the data has {data_size} bytes)")
         if begin < position:
-            raise ValueError(f"tensor {name!r} (bytes {begin} to {end} of the data) overlaps "
-                             f"tensor {previous!r}, which ends at byte {position}")
+            raise ValueError(f"tensor {SHORT.repr(name)} (bytes {begin} to {end} of the data) "
+                             f"overlaps tensor {SHORT.repr(previous)}, which ends at byte "
+                             f"{position}")
         if begin > position:
             raise ValueError(f"bytes {position} to {begin} of the data belong to no tensor")
         position, previous = end, name

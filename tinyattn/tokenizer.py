@@ -16,10 +16,12 @@ into bytes, which gives the same symbols):
    included, for characters from U+0100 on: a space is "Ġ", a newline "Ċ").
 3. Merges. Within each word, the pair of neighbouring symbols that comes first in the merges
    list (its rank) is joined into one symbol, everywhere in the word; then the next, until no
-   neighbouring pair is in the list (`GPT2Tokenizer.bpe`). The list is what training learned:
-   the most frequent pair first. A word seen before is looked up in a cache.
+   neighbouring pair is in the list (`GPT2Tokenizer.bpe`, which finds them with a priority queue,
+   so that a long word costs n log n steps, not n squared). The list is what training learned:
+   the most frequent pair first.
 4. Ids. Each symbol left is looked up in the vocabulary (vocab.json, or OpenAI's encoder.json):
    50,257 entries, the 256 bytes, 50,000 merges and the special token <|endoftext|> (50256).
+   A word seen before is not merged again: its ids are looked up in a cache.
 
 `decode` runs it backwards: ids to symbols, symbols to bytes, bytes to UTF-8 text.
 
@@ -44,8 +46,8 @@ Choices where GPT-2's own code is silent or differs:
   U+FFFD in place of the invalid bytes, as OpenAI's encoder, Hugging Face and tiktoken do.
 """
 import functools
+import heapq
 import json
-import math
 import numbers
 import os
 import re
@@ -65,7 +67,7 @@ WHITESPACE = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 # numbers and whitespace (\S, not whitespace, is [^{S}]):
 PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+"
            r"|[{S}]+(?![^{S}])|[{S}]+")
-CACHE_SIZE = 100_000        # words whose merges are remembered, before the cache starts again
+CACHE_SIZE = 100_000        # words whose ids are remembered, before the cache starts again
 
 
 def bytes_to_unicode():
@@ -135,7 +137,7 @@ class GPT2Tokenizer:
         self.byte_decoder = {character: byte for byte, character in self.byte_encoder.items()}
         self.special_tokens = {ENDOFTEXT: self.encoder[ENDOFTEXT]} if ENDOFTEXT in self.encoder \
             else {}
-        self.cache = {}
+        self.cache = {}                                                      # word -> ids
 
     @classmethod
     def from_pretrained(cls, folder):
@@ -177,35 +179,79 @@ class GPT2Tokenizer:
                 ids.append(self.special_tokens[chunk])
                 continue
             for word in pre_tokenizer().findall(chunk):
-                symbols = "".join(self.byte_encoder[byte] for byte in word.encode("utf-8"))
-                ids.extend(self.id_of(symbol) for symbol in self.bpe(symbols))
+                word_ids = self.cache.get(word)
+                if word_ids is None:
+                    word_ids = self.ids_of_word(word)
+                ids.extend(word_ids)
         return ids
+
+    def ids_of_word(self, word):
+        """The ids of one pre-tokenised word (steps 2 to 4), remembered in the cache."""
+        symbols = "".join(self.byte_encoder[byte] for byte in word.encode("utf-8"))
+        word_ids = tuple(self.id_of(symbol) for symbol in self.bpe(symbols))
+        if len(self.cache) >= CACHE_SIZE:
+            self.cache.clear()
+        self.cache[word] = word_ids
+        return word_ids
 
     def bpe(self, word):
         """The symbols of one pre-tokenised word (a string of byte characters) after the merges:
-        while some neighbouring pair is in the merges list, join every occurrence of the pair of
-        lowest rank, left to right. A tuple of strings, e.g. ("Ġhel", "lo") for "Ġhello"."""
-        if word in self.cache:
-            return self.cache[word]
+        a tuple of strings, e.g. ("Ġhel", "lo") for "Ġhello".
+
+        The rule is GPT-2's (src/encoder.py), BPE as Sennrich et al. 2016 ("Neural Machine
+        Translation of Rare Words with Subword Units") apply it: while some neighbouring pair is
+        in the merges list, join every occurrence of the pair of lowest rank, left to right.
+        Written as it reads, each kind of merge rescans the word: up to n kinds of merge times n
+        symbols, n squared steps for a word of n characters (a long number, a run of symbols).
+        Here the same merges are found in O(n log n), as Hugging Face tokenizers
+        (`Word::merge_all`) and tiktoken (`_byte_pair_merge_large`) find them:
+
+        1. The symbols are a doubly linked list over the word's positions: symbols[i] is the
+           symbol that begins at character i (None once joined to its left neighbour), and
+           following[i], preceding[i] are where its neighbours begin (`end`, -1: none). A merge
+           changes a few links; the rest of the word does not move.
+        2. A priority queue (heapq) holds the candidate merges, (rank, where the pair begins):
+           it gives the lowest rank first and, among occurrences of one pair, the leftmost first.
+        3. A candidate taken from the queue is stale if one of its two symbols was joined to
+           another since it was queued: the pair now at its place is then not the pair of its
+           rank, which one lookup tells. Otherwise the two symbols are joined, and the two pairs
+           the new symbol makes with its neighbours are queued.
+
+        The order is the rule's: a pair that holds a new symbol ranks after the merge that made
+        it (training makes a symbol before any merge uses it), so nothing of lower rank appears
+        while the occurrences of one pair are being joined. The word's n - 1 pairs, and two per
+        merge, pass through the queue: O(n) candidates of O(log n) each.
+        """
         symbols = list(word)
-        while len(symbols) > 1:
-            pair = min(zip(symbols, symbols[1:]), key=lambda pair: self.ranks.get(pair, math.inf))
-            if pair not in self.ranks:
-                break
-            first, second = pair
-            merged, i = [], 0
-            while i < len(symbols):
-                if symbols[i] == first and i + 1 < len(symbols) and symbols[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(symbols[i])
-                    i += 1
-            symbols = merged
-        if len(self.cache) >= CACHE_SIZE:
-            self.cache.clear()
-        self.cache[word] = tuple(symbols)
-        return self.cache[word]
+        end = len(word)
+        following = list(range(1, end + 1))
+        preceding = list(range(-1, end - 1))
+        candidates = []
+
+        def queue_the_pair_at(first):
+            """Queue the pair of symbols[first] and the symbol after it, if it is a merge."""
+            second = following[first]
+            if second != end:
+                rank = self.ranks.get((symbols[first], symbols[second]))
+                if rank is not None:
+                    heapq.heappush(candidates, (rank, first))
+
+        for first in range(end):
+            queue_the_pair_at(first)
+        while candidates:
+            rank, first = heapq.heappop(candidates)
+            second = following[first]
+            if second == end or self.ranks.get((symbols[first], symbols[second])) != rank:
+                continue                            # stale (a joined symbol is None: no rank)
+            symbols[first] += symbols[second]
+            symbols[second] = None
+            following[first] = following[second]
+            if following[first] != end:
+                preceding[following[first]] = first
+            if preceding[first] != -1:
+                queue_the_pair_at(preceding[first])
+            queue_the_pair_at(first)
+        return tuple(symbol for symbol in symbols if symbol is not None)
 
     def id_of(self, symbol):
         """The id of a symbol the merges made; an error if the vocabulary lacks it."""

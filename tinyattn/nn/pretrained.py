@@ -3,7 +3,9 @@
 reads it, and `save_pretrained`, which writes it (at the end of this file).
 
 A GPT-2 folder holds `config.json` (the sizes) and `model.safetensors` (the weights; the tokenizer's
-vocab.json and merges.txt sit beside them, read by `tinyattn.tokenizer`). The model is a
+vocab.json and merges.txt sit beside them, read by `tinyattn.tokenizer`). A model too big for one
+file is saved in shards instead, model-00001-of-0000N.safetensors and so on, with an index,
+model.safetensors.index.json, that names each weight's shard: both are read. The model is a
 CausalTransformer with learned positions, tanh GELU (F.gelu; GPT-2's config calls it "gelu_new"),
 LayerNorms of eps `layer_norm_epsilon`, and an output head tied to the token embedding, without
 bias: logits = ln_f(h) @ wte^T. Four things differ from tinyattn's layout:
@@ -57,6 +59,8 @@ PREFIX = "transformer."
 BUFFERS = (".attn.bias", ".attn.masked_bias")      # GPT-2's causal masks, not weights
 SIZES = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")       # transformers' names for F.gelu
+ENDOFTEXT_ID = 50256                                # GPT-2's <|endoftext|>, its bos and eos
+INDEX = "model.safetensors.index.json"              # the index of a sharded checkpoint
 
 
 def layout(num_layers):
@@ -162,36 +166,81 @@ def expected_shapes(config):
 
 
 def read_weights(folder, config):
-    """{GPT-2 name, without the prefix: array} from model.safetensors, checked against the
-    config: every weight there, of the config's shape, in floating point, and no other."""
-    path = os.path.join(folder, "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"the folder {folder!r} has config.json but no model.safetensors "
-                                f"(the weights)")
-    stored = load_safetensors(path)
+    """{GPT-2 name, without the prefix: array} from model.safetensors (or a sharded checkpoint),
+    checked against the config: every weight there, of the config's shape, in floating point, and
+    no other."""
+    stored, source = read_stored_weights(folder)
     weights = {name.removeprefix(PREFIX): array for name, array in stored.items()
                if not name.endswith(BUFFERS)}
     head = weights.pop("lm_head.weight", None)
     expected = expected_shapes(config)
     missing = [name for name in expected if name not in weights]
     unexpected = [name for name in weights if name not in expected]
-    disagree = f"the folder {folder!r}: model.safetensors and config.json disagree"
+    disagree = f"the folder {folder!r}: {source} and config.json disagree"
     sizes = ", ".join(f"{key} {config[key]}" for key in SIZES)
     if missing or unexpected:
-        raise ValueError(f"{disagree}: for a GPT-2 of {sizes}, model.safetensors "
+        raise ValueError(f"{disagree}: for a GPT-2 of {sizes}, {source} "
                          + "; ".join(f"{what} {shown(names)}" for what, names in
                                      (("lacks", missing), ("also holds", unexpected)) if names))
     for name, shape in expected.items():
         if weights[name].shape != shape:
             raise ValueError(f"{disagree}: for a GPT-2 of {sizes}, {name} would be {shape}, but "
-                             f"model.safetensors holds {weights[name].shape}")
+                             f"{source} holds {weights[name].shape}")
         if weights[name].dtype.kind != "f":
-            raise ValueError(f"the folder {folder!r}: model.safetensors holds {name} as "
+            raise ValueError(f"the folder {folder!r}: {source} holds {name} as "
                              f"{weights[name].dtype}, not floating point")
     if head is not None and not np.array_equal(head, weights["wte.weight"]):
-        raise ValueError(f"the folder {folder!r}: model.safetensors holds an lm_head.weight "
-                         f"other than wte.weight: its head is not tied to the embedding")
+        raise ValueError(f"the folder {folder!r}: {source} holds an lm_head.weight other than "
+                         f"wte.weight: its head is not tied to the embedding")
     return weights
+
+
+def read_stored_weights(folder):
+    """({name as stored: array}, what holds them, for messages) of a folder's weights: the file
+    model.safetensors, or else a sharded checkpoint, as Hugging Face saves a model too big for one
+    file: shards model-00001-of-0000N.safetensors, ..., and model.safetensors.index.json, whose
+    "weight_map" gives each weight's shard. Each weight is taken from the shard the index names."""
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.isfile(single):
+        return load_safetensors(single), "model.safetensors"
+    if not os.path.isfile(os.path.join(folder, INDEX)):
+        raise FileNotFoundError(f"the folder {folder!r} has config.json but no model.safetensors "
+                                f"(the weights), nor the {INDEX} of a sharded checkpoint")
+    weight_map = read_shard_index(folder)
+    stored = {}
+    for shard in sorted(set(weight_map.values())):
+        path = os.path.join(folder, shard)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"the folder {folder!r}: {INDEX} lists the shard {shard}, "
+                                    f"which is not in the folder")
+        arrays = load_safetensors(path)
+        for name in (name for name, listed_in in weight_map.items() if listed_in == shard):
+            if name not in arrays:
+                raise ValueError(f"the folder {folder!r}: {INDEX} lists {name} in {shard}, which "
+                                 f"does not hold it")
+            stored[name] = arrays[name]
+    return stored, f"the sharded checkpoint ({INDEX})"
+
+
+def read_shard_index(folder):
+    """The "weight_map" of model.safetensors.index.json, {weight name: shard file name}, checked:
+    each shard a file name in the folder (not a path that leads elsewhere)."""
+    try:
+        with open(os.path.join(folder, INDEX), encoding="utf-8") as file:
+            index = json.load(file)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"the folder {folder!r}: {INDEX} is not valid JSON ({error})") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(shard, str)
+                                                   for shard in weight_map.values()):
+        raise ValueError(f"the folder {folder!r}: {INDEX} must hold a \"weight_map\" of weight "
+                         f"names to shard file names (Hugging Face's index of a sharded "
+                         f"checkpoint)")
+    for shard in weight_map.values():
+        if os.path.basename(shard) != shard:
+            raise ValueError(f"the folder {folder!r}: {INDEX} names the shard {shard!r}, which "
+                             f"is not a file name in the folder")
+    return weight_map
 
 
 def shown(names, most=4):
@@ -204,9 +253,14 @@ def shown(names, most=4):
 # Writing
 
 def gpt2_config(model):
-    """The config.json of a GPT-2-shaped CausalTransformer, as transformers writes GPT-2's."""
+    """The config.json of a GPT-2-shaped CausalTransformer, as transformers writes GPT-2's.
+
+    GPT-2 begins and ends texts with one token, <|endoftext|> (id 50256): its bos and eos ids. A
+    smaller vocabulary has no such id, so they are null there: left out, transformers would take
+    GPT-2's 50256 and warn that it is outside the vocabulary."""
     attention = model.blocks[0].attn
     hidden_dim = model.blocks[0].ff.up.out_features
+    endoftext = ENDOFTEXT_ID if ENDOFTEXT_ID < model.embed.num_embeddings else None
     return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
             "vocab_size": model.embed.num_embeddings, "n_positions": model.max_len,
             "n_embd": attention.embed_dim, "n_layer": len(model.blocks),
@@ -216,7 +270,7 @@ def gpt2_config(model):
             "scale_attn_weights": attention.scale is None, "tie_word_embeddings": True,
             # tinyattn drops attention weights and each residual branch, never the embeddings
             "attn_pdrop": attention.dropout, "resid_pdrop": attention.dropout, "embd_pdrop": 0.0,
-            "dtype": str(model.dtype)}
+            "bos_token_id": endoftext, "eos_token_id": endoftext, "dtype": str(model.dtype)}
 
 
 def gpt2_weights(model):

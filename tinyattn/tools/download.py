@@ -16,8 +16,12 @@ Each file is written whole or not at all: its bytes go to NAME.partial, which is
 only once it is complete and checked. A download cut short (no network, a dropped connection,
 Ctrl-C) leaves NAME.partial with the bytes received, and the next run asks the server for the rest
 only (an HTTP Range request) instead of starting again; a file already there and right is not
-fetched again. Without a network it says so in one line and exits with status 1, having written
-nothing but, if a transfer had begun, the resumable NAME.partial.
+fetched again. An answer that announces another length than the bytes still expected (its
+Content-Length) is not the file, whatever its status: an error page served with 200 OK by a proxy
+or a captive portal, say. It is refused before a byte of it is written, since kept as NAME.partial
+it would make the next run fetch the whole file after it, only to fail the checksum. Without a
+network, or with a folder that cannot be made, it says so in one line and exits with status 1,
+having written nothing but, if a transfer had begun, the resumable NAME.partial.
 
 Python's urllib alone: no new dependency.
 """
@@ -74,6 +78,9 @@ def download(folder, base_url=None, files=None, progress=None):
     """Fetch `files` ({name: (size, sha256)}, default FILES) from `base_url` (default BASE_URL)
     into `folder`; returns the names fetched now (those already there and right are skipped).
     Raises DownloadError."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise DownloadError(f"{folder} is a file, not a folder: name a folder to download into. "
+                            f"Nothing was written.")
     base_url, files = base_url or BASE_URL, files or FILES
     progress = progress or Progress(sys.stderr)
     fetched = []
@@ -123,7 +130,13 @@ def receive(url, partial, have, size, progress):
     with response:
         if response.status != 206:              # the whole file, not the rest: start again
             have = 0
-        os.makedirs(os.path.dirname(os.path.abspath(partial)), exist_ok=True)
+        refuse_the_wrong_length(url, response, have, size, partial)
+        folder = os.path.dirname(os.path.abspath(partial))
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as error:                # a file in the way, no permission
+            raise DownloadError(f"cannot make the folder {folder} ({error.strerror}). "
+                                f"Nothing was written.") from None
         digest = sha256_of(partial) if have else hashlib.sha256()
         name = os.path.basename(partial).removesuffix(".partial")
         try:
@@ -140,6 +153,20 @@ def receive(url, partial, have, size, progress):
         raise DownloadError(f"the transfer of {url} broke off after {have:,} of {size:,} bytes. "
                             f"{left_behind(partial)}")
     return have, digest
+
+
+def refuse_the_wrong_length(url, response, have, size, partial):
+    """A DownloadError if the answer announces a body of another length than the `size - have`
+    bytes still expected: not the file (or not its rest), but an error page or the like. An
+    answer without a Content-Length is let through: the size and the SHA-256 are checked at the
+    end anyway."""
+    length = response.headers.get("Content-Length")
+    if length is None or not length.isdigit() or int(length) == size - have:
+        return
+    expected = f"{size - have:,} bytes expected" + (f" from byte {have:,} on" if have else "")
+    raise DownloadError(f"{url} answered {response.status} {response.reason} with "
+                        f"{int(length):,} bytes, not the {expected} (an error page?): refused. "
+                        f"{left_behind(partial)}")
 
 
 def left_behind(partial):

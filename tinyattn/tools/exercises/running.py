@@ -11,6 +11,7 @@ Putting a function in place, and taking it out again afterwards, whatever happen
 Each function put in place counts its calls. A check during which the learner's code never ran
 fails: a grader that checked tinyattn's own code instead would be worse than none.
 """
+import ast
 import contextlib
 import importlib
 import signal
@@ -86,9 +87,63 @@ def where_in(error, path):
                   if frame.f_code.co_filename == str(path)]
         if frames:
             code, line = frames[-1]
-            return f" ({path.name}, line {line}, in {getattr(code, 'co_qualname', code.co_name)})"
+            return f" ({path.name}, line {line}, in {qualified_name(code, path)})"
         error = error.__cause__ or error.__context__
     return ""
+
+
+def qualified_name(code, path):
+    """`Div.backward`, the qualified name of the function whose code is `code`, defined in the
+    file at `path`. Python 3.11 and later give it (co_qualname); Python 3.10's code objects have
+    only the bare name (`backward`), so there it is found in the file's source."""
+    if hasattr(code, "co_qualname"):
+        return code.co_qualname
+    try:
+        source = path.read_text()
+    except OSError:                             # the file was removed since it was loaded
+        return code.co_name
+    return qualified_name_in(source, code.co_firstlineno, code.co_name)
+
+
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def qualified_name_in(source, first_line, name):
+    """The qualified name Python gives the code `name` whose first line is `first_line` in
+    `source`: the names of the classes and functions it is defined in, joined by dots, with
+    `<locals>` after a function ("outer.<locals>.inner", "Mul.backward"). A definition's first
+    line is its first decorator's, if it has any; code that is no definition (a lambda) takes
+    the name of the innermost definition whose lines hold it ("Mul.backward.<locals>.<lambda>")."""
+    chains = list(definitions_in(ast.parse(source)))
+    defined_there = [chain for chain in chains if chain[-1].name == name
+                     and first_line_of(chain[-1]) == first_line]
+    if defined_there:
+        chain, inside = defined_there[0], []
+    else:
+        around = [chain for chain in chains
+                  if first_line_of(chain[-1]) <= first_line <= chain[-1].end_lineno]
+        chain, inside = max(around, key=len, default=()), [name]
+    parts = []
+    for depth, node in enumerate(chain):
+        parts.append(node.name)
+        if not isinstance(node, ast.ClassDef) and (depth < len(chain) - 1 or inside):
+            parts.append("<locals>")
+    return ".".join(parts + inside)
+
+
+def definitions_in(node, chain=()):
+    """Every class and function definition under `node`, each as the chain of definitions from
+    the outermost to it."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, DEFINITIONS):
+            yield chain + (child,)
+            yield from definitions_in(child, chain + (child,))
+        else:
+            yield from definitions_in(child, chain)
+
+
+def first_line_of(definition):
+    return min([definition.lineno] + [decorator.lineno for decorator in definition.decorator_list])
 
 
 def counted(function, calls, unit):
