@@ -305,7 +305,8 @@ def write_gpt2(folder, model):
 def from_pretrained(cls, folder, dtype=np.float32):
     """GPT-2 from a folder in Hugging Face's layout (config.json and model.safetensors, as
     `python -m tinyattn download gpt2` fetches them, or as transformers' `save_pretrained` writes
-    them), in eval mode, its parameters of `dtype`. A folder that is not such a folder (a file
+    them; or the shards a model.safetensors.index.json lists), in eval mode, its parameters of
+    `dtype`. A folder that is not such a folder (a file
     missing, a config asking for what this model does not do, weights that disagree with the
     config) is a FileNotFoundError or ValueError naming the folder and what is wrong."""
     try:
