@@ -14,8 +14,8 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """
-from tinyattn.plumbing import keep_freed_memory
-from tinyattn.engine import Tensor, TensorIndexError, tensor, no_grad, retain_grads
+from tinyattn.plumbing import TensorIndexError, keep_freed_memory
+from tinyattn.engine import Tensor, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
 from tinyattn.gradient_check import gradcheck, GradcheckError

@@ -34,8 +34,8 @@ import weakref
 
 import numpy as np
 
-from tinyattn.plumbing import (ArrayProtocols, TensorIndexError, data_of, numeric_array,
-                               operand_arrays, output_array)
+from tinyattn.plumbing import (ArrayProtocols, data_of, named, numeric_array, operand_arrays,
+                               output_array)
 
 _node_counter = itertools.count()
 
@@ -57,10 +57,11 @@ class Function:
           a constant (`self.needs_grad(i)` is False) it may return None and skip the work; None
           for any input means that no gradient flows to it.
 
-    An op may also write `check(*arrays, **params)`, which raises a clear error on bad input before
-    forward runs, so that forward and backward hold only the math. It runs when a user applies the
-    op, not when a function or layer of tinyattn does (`switches.checking`): their own doors have
-    checked what they pass on.
+    An op may also have a `check(*arrays, **params)`, which raises a clear error on bad input before
+    forward runs, so that forward and backward hold only the math (tinyattn's ops name theirs in
+    one line, `check = staticmethod(checks.matmul_operands)`, from ops/checks.py). It runs when a
+    user applies the op, not when a function or layer of tinyattn does (`switches.checking`):
+    their own doors have checked what they pass on.
 
     Backward rules are written as if nothing broadcast: the sweep sums each gradient back to its
     input's shape. After backward the sweep drops `saved`, which frees the arrays in it. An op
@@ -70,7 +71,7 @@ class Function:
 
     saved = ()           # what forward kept for backward; None once a backward released it
     saves_arrays = True  # False for an op whose `saved` holds only shapes, axes and such
-    check = None         # an op may define check(*arrays, **params): it raises on bad input
+    check = None         # an op may have a check(*arrays, **params): it raises on bad input
     output = None        # the output tensor, only when it retains its gradient
 
     def __init_subclass__(cls):
@@ -89,12 +90,8 @@ class Function:
             if cls.check is not None and switches.checking:
                 node.check(*arrays, **params)
             data = node.forward(*arrays, **params)
-        except IndexError as error:
-            raise TensorIndexError(f"{cls.name}: {error}") from error
-        except ValueError as error:
-            raise ValueError(f"{cls.name}: {error}") from error
-        except TypeError as error:
-            raise TypeError(f"{cls.name}: {error}") from error
+        except (IndexError, ValueError, TypeError) as error:   # bad input: NumPy's complaint,
+            raise named(error, cls.name) from error             # said by the op that received it
         data = output_array(data, arrays)      # a 0-d result as an array, of the inputs' dtype
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name, out._node = data, None, None, None

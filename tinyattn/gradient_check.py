@@ -34,18 +34,6 @@ FULL_JACOBIAN_LIMIT = 1000   # inputs with more elements are checked along rando
 DEFAULT_DIRECTIONS = 10
 
 
-class GradcheckError(AssertionError):
-    """An analytical gradient that disagrees with its finite-difference estimate."""
-
-
-class Comparison(NamedTuple):
-    """One checked number: `where` is an element index, or ("direction", k) for direction k."""
-    input: int
-    where: tuple
-    analytical: float
-    numerical: float
-
-
 def central_difference(loss, x, direction, eps):
     """(L(x + eps d) - L(x - eps d)) / (2 eps): the slope of L along the direction d.
 
@@ -65,66 +53,18 @@ def central_difference(loss, x, direction, eps):
     return (loss_plus - loss_minus) / (2 * eps)
 
 
-def unit(shape, where):
-    """e_where: an array of `shape`, 1 at the element `where`, 0 elsewhere."""
-    e = np.zeros(shape)
-    e[where] = 1.0
-    return e
-
-
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
-    """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
-
-    `inputs` is a list of arguments (or a single tensor); `fn` returns a tensor or a tuple of
-    tensors. `directions=None` perturbs every element of inputs with at most 1,000 elements and uses
-    10 random directions for larger ones; an int uses that many random directions for every input.
-    Returns True, or raises GradcheckError naming the input, the element, and both values unless
-    |analytical - numerical| <= atol + rtol * |numerical| (so a NaN on either side fails).
-    """
-    inputs = _as_input_list(inputs)
-    for c in compare_gradients(fn, inputs, eps, directions, seed):
-        if not abs(c.analytical - c.numerical) <= atol + rtol * abs(c.numerical):
-            place = (f"direction {c.where[1]}" if c.where and c.where[0] == "direction"
-                     else f"element {c.where}")
-            dtype = inputs[c.input].dtype
-            low_precision = ("" if dtype == np.float64 else
-                             f"; the input is {dtype}, whose rounding swamps differences of "
-                             f"eps = {eps:g}: check in float64")
-            raise GradcheckError(
-                f"gradcheck: input {c.input} (shape {inputs[c.input].shape}), {place}: "
-                f"analytical gradient {c.analytical:.8g}, numerical {c.numerical:.8g} "
-                f"(difference {abs(c.analytical - c.numerical):.3g}, allowed "
-                f"{atol + rtol * abs(c.numerical):.3g}){low_precision}")
-    return True
-
-
 def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
     """Every (analytical, numerical) pair gradcheck looks at, as a list of Comparison."""
-    inputs = _as_input_list(inputs)
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
-    for i in checked:
-        if not inputs[i].is_leaf:     # made by an op: checked as a leaf holding the same numbers
-            inputs[i] = Tensor(inputs[i].data, requires_grad=True)
-    for i in checked:
-        if inputs[i].dtype != np.float64:
-            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need "
-                          "float64 to be accurate", stacklevel=3)
+    inputs, checked = leaves_to_check(inputs)          # the inputs, and which of them to check
+    outputs = outputs_of(fn, inputs)                   # f(x): tensors, the same at every call
     random = np.random.default_rng(seed)
-    outputs = _as_tuple(fn(*inputs))
-    for out in outputs:
-        if not isinstance(out, Tensor):
-            raise TypeError(f"gradcheck: fn must return a tensor or a tuple of tensors, got a "
-                            f"{type(out).__name__}")
-    _refuse_randomness(outputs, fn, inputs)
-    seeds = [random.standard_normal(out.shape) for out in outputs]
+    seeds = [random.standard_normal(out.shape) for out in outputs]     # v: one per output
 
-    def loss():
+    def loss():                                        # L(x) = <v, f(x)>, at x as it is now
         with no_grad():
-            return sum(float(np.vdot(v, out.data)) for v, out in zip(seeds, _as_tuple(fn(*inputs))))
+            return sum(float(np.vdot(v, out.data)) for v, out in zip(seeds, as_tuple(fn(*inputs))))
 
-    analytical = _analytical_gradients(inputs, checked, outputs, seeds)
+    analytical = analytical_gradients(inputs, checked, outputs, seeds)   # backward seeded with v
     comparisons = []
     for i in checked:
         x = inputs[i].data
@@ -141,20 +81,99 @@ def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
     return comparisons
 
 
-def _as_input_list(inputs):
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
+    """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
+
+    `inputs` is a list of arguments (or a single tensor); `fn` returns a tensor or a tuple of
+    tensors. `directions=None` perturbs every element of inputs with at most 1,000 elements and uses
+    10 random directions for larger ones; an int uses that many random directions for every input.
+    Returns True, or raises GradcheckError naming the input, the element, and both values unless
+    |analytical - numerical| <= atol + rtol * |numerical| (so a NaN on either side fails).
+    """
+    inputs = as_input_list(inputs)
+    for c in compare_gradients(fn, inputs, eps, directions, seed):
+        allowed = atol + rtol * abs(c.numerical)
+        if not abs(c.analytical - c.numerical) <= allowed:
+            raise GradcheckError(mismatch(c, inputs[c.input], eps, allowed))
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# What gradcheck reports, and what it needs besides the idea
+
+class GradcheckError(AssertionError):
+    """An analytical gradient that disagrees with its finite-difference estimate."""
+
+
+class Comparison(NamedTuple):
+    """One checked number: `where` is an element index, or ("direction", k) for direction k."""
+    input: int
+    where: tuple
+    analytical: float
+    numerical: float
+
+
+def mismatch(c, x, eps, allowed):
+    """The message of a Comparison `c` outside the tolerance, for the input `x` it is about."""
+    place = f"direction {c.where[1]}" if c.where and c.where[0] == "direction" else \
+        f"element {c.where}"
+    low_precision = ("" if x.dtype == np.float64 else
+                     f"; the input is {x.dtype}, whose rounding swamps differences of "
+                     f"eps = {eps:g}: check in float64")
+    return (f"gradcheck: input {c.input} (shape {x.shape}), {place}: analytical gradient "
+            f"{c.analytical:.8g}, numerical {c.numerical:.8g} (difference "
+            f"{abs(c.analytical - c.numerical):.3g}, allowed {allowed:.3g}){low_precision}")
+
+
+def leaves_to_check(inputs):
+    """(the inputs as a list, the indices of those that require grad): a tensor an op made is
+    checked as a leaf holding the same numbers; one that is not float64 gets a warning."""
+    inputs = as_input_list(inputs)
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:
+        if not inputs[i].is_leaf:
+            inputs[i] = Tensor(inputs[i].data, requires_grad=True)
+        if inputs[i].dtype != np.float64:
+            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need "
+                          "float64 to be accurate", stacklevel=4)
+    return inputs, checked
+
+
+def outputs_of(fn, inputs):
+    """fn(*inputs) as a tuple of tensors, refused (a TypeError, a GradcheckError) if it is not
+    one, or if a second call gives other numbers."""
+    outputs = as_tuple(fn(*inputs))
+    for out in outputs:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"gradcheck: fn must return a tensor or a tuple of tensors, got a "
+                            f"{type(out).__name__}")
+    refuse_randomness(outputs, fn, inputs)
+    return outputs
+
+
+def unit(shape, where):
+    """e_where: an array of `shape`, 1 at the element `where`, 0 elsewhere."""
+    e = np.zeros(shape)
+    e[where] = 1.0
+    return e
+
+
+def as_input_list(inputs):
     return [inputs] if isinstance(inputs, Tensor) else list(inputs)
 
 
-def _as_tuple(outputs):
+def as_tuple(outputs):
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
-def _refuse_randomness(outputs, fn, inputs):
+def refuse_randomness(outputs, fn, inputs):
     """Raise GradcheckError if a second call of fn at the same point gives other outputs: other
     shapes, or numbers that differ by more than rounding (16 units in the last place of the
     largest output: BLAS may add in another order)."""
     with no_grad():
-        again = _as_tuple(fn(*inputs))
+        again = as_tuple(fn(*inputs))
     for k, (first, second) in enumerate(zip(outputs, again)):
         first, second = first.data, second.data
         if first.shape != second.shape:
@@ -175,7 +194,7 @@ def _refuse_randomness(outputs, fn, inputs):
             f"seed its draws (ta.manual_seed(0) as its first line)")
 
 
-def _analytical_gradients(inputs, checked, outputs, seeds):
+def analytical_gradients(inputs, checked, outputs, seeds):
     """dL/dx for each checked input, from backward sweeps seeded with v; earlier .grad untouched."""
     kept = {i: inputs[i].grad for i in checked}
     for i in checked:

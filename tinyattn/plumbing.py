@@ -21,6 +21,13 @@ class TensorIndexError(IndexError, ValueError):
     other bad input to tinyattn."""
 
 
+def named(error, op):
+    """`error` (an IndexError, ValueError or TypeError) said again with the op's name in front; an
+    IndexError as a TensorIndexError, which is also a ValueError."""
+    kind = TensorIndexError if isinstance(error, IndexError) else type(error)
+    return kind(f"{op}: {error}")
+
+
 def data_of(value):
     """The NumPy array behind a tensor; any other value as it is."""
     return value.data if isinstance(value, ArrayProtocols) else value

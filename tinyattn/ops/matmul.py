@@ -13,7 +13,7 @@ class Matmul(Function):
     Why: out[i, j] = sum_k a[i, k] b[k, j], so a[i, k] meets grad[i, j] through b[k, j] for every j
     (README, "The matmul adjoint"). The two cases NumPy's `@` adds, stated once:
     * a 1-D `a` is a one-row matrix and a 1-D `b` a one-column matrix, and that axis is dropped
-      from the output: backward puts it back into grad, and takes it out of the gradient;
+      from the output: backward puts it back (`as_matrices`, below), and takes it out again;
     * a batch axis that broadcast (a 2-D `b` shared by a batch of `a`s) gets a gradient per batch
       element from `a^T @ grad`: the sweep sums them back to b's shape (engine.unbroadcast).
     """
@@ -25,19 +25,22 @@ class Matmul(Function):
         return a @ b
 
     def backward(self, grad):
-        a, b = self.saved
-        a_is_row, b_is_column = a.ndim == 1, b.ndim == 1
-        if b_is_column:                                    # b (k,) as a column (k, 1)
-            b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)
-        if a_is_row:                                       # a (k,) as a row (1, k)
-            a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)
-        grad_a = grad_b = None
-        if self.needs_grad(0):
-            grad_a = grad @ b.swapaxes(-1, -2)             # grad @ b^T
-            if a_is_row:
-                grad_a = grad_a[..., 0, :]
-        if self.needs_grad(1):
-            grad_b = a.swapaxes(-1, -2) @ grad             # a^T @ grad
-            if b_is_column:
-                grad_b = grad_b[..., 0]
+        a, b, grad = as_matrices(*self.saved, grad)        # a vector as a matrix (below)
+        grad_a = grad @ b.swapaxes(-1, -2) if self.needs_grad(0) else None      # grad @ b^T
+        grad_b = a.swapaxes(-1, -2) @ grad if self.needs_grad(1) else None      # a^T @ grad
+        if grad_b is not None and self.saved[1].ndim == 1:
+            grad_b = grad_b[..., 0]                          # b's column (k, 1) as b, (k,)
         return grad_a, grad_b
+
+
+def as_matrices(a, b, grad):
+    """NumPy's 1-D cases as matrices: a vector `a` as a one-row matrix (1, k), a vector `b` as a
+    one-column matrix (k, 1), and `grad` with the axis the product dropped put back. a's row
+    needs no undoing afterwards: its gradient (..., 1, k) is summed back to (k,) by the sweep,
+    like any broadcast axis; b's column, (..., k, 1), is not an axis the sweep removes, so
+    backward takes it out."""
+    if b.ndim == 1:
+        b, grad = b[:, np.newaxis], np.expand_dims(grad, -1)
+    if a.ndim == 1:
+        a, grad = a[np.newaxis, :], np.expand_dims(grad, -2)
+    return a, b, grad

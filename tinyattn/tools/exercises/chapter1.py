@@ -543,8 +543,9 @@ BACKWARD_SWEEP = Exercise(
 MATMUL = Exercise(
     "matmul", 1, "the backward of matmul, with batches that broadcast",
     "tinyattn.ops.matmul", ("Matmul.backward",),
+    given=("as_matrices",),
     read_first="README, \"The matmul adjoint\"; the docstring of Matmul in tinyattn/ops/matmul.py "
-               "(the 1-D and broadcast cases)",
+               "(the 1-D and broadcast cases), and as_matrices (in your file, below)",
     checks=(
         gradient_rows("matmul", "matmul batched", "matmul shared weight", "matmul shared left",
                       "matmul broadcast batch", "matmul vector left", "matmul vector right",
@@ -559,8 +560,9 @@ MATMUL = Exercise(
         "the last two axes only.",
         "`.T` reverses every axis: on a batch (..., m, k) it is not the transpose of each matrix. "
         "swapaxes(-1, -2) is. The sweep sums the broadcast batch axes back for you.",
-        "A 1-D operand: make it a one-row (a) or one-column (b) matrix, with grad given the axis "
-        "the product dropped, then take that axis out of its gradient again.",
+        "A 1-D operand: as_matrices makes it a one-row (a) or one-column (b) matrix, with grad "
+        "given the axis the product dropped; take b's column out of its gradient again (a's "
+        "row the sweep sums away).",
     ),
     wrong_versions=(
         Wrong("dL/da with its factors in the wrong order: b^T @ grad",
