@@ -20,7 +20,7 @@ CHAPTERS = {
         "ops.layer_norm", "functional.checks", "functional.basics",
         "functional.scaled_dot_product", "nn.checks", "nn.module", "nn.layers",
         "nn.multi_head_attention", "nn.transformer"],
-    2: ["ops.flash_attention", "functional.positions", "functional.fused_attention",
+    2: ["ops.elu_and_cumsum", "ops.flash_attention", "functional.positions", "functional.fused_attention",
         "functional.sparse_patterns", "functional.sliding_window", "functional.linear_attention",
         "nn.positions", "nn.causal_transformer", "nn.generation", "nn.decoder", "nn.experts"],
     3: ["safetensors", "tokenizer", "nn.checkpoints", "nn.pretrained"],

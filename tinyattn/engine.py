@@ -306,10 +306,6 @@ class Tensor(ArrayProtocols):
     def max(self, axis=None, keepdims=False):
         return ops.Max.apply(self, axis=axis, keepdims=keepdims)
 
-    def cumsum(self, axis):
-        """The running sum along `axis` (required, as PyTorch's `dim`); same shape as self."""
-        return ops.Cumsum.apply(self, axis=axis)
-
     # ---------------------------------------------------------------- shapes and indexing
     def reshape(self, *shape):
         """A tensor of the given shape holding the same elements; one size may be -1 (inferred)."""

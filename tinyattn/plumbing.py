@@ -8,6 +8,7 @@
                      the dtype NumPy 2 gives it, on NumPy 1.26 too
     checked_axes     NumPy's rules for the axes of a reduction or a permutation
     keep_freed_memory  the one speed setting of the whole library (`import tinyattn` applies it)
+    extends          how a later chapter adds a method to a class of an earlier one
 """
 import ctypes
 
@@ -215,3 +216,20 @@ def keep_freed_memory():
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3        # glibc's names for mallopt's parameters
+
+
+def extends(cls):
+    """A decorator that adds the function below it to `cls` as a method, under its own name
+    (d2l's `add_to_class`): how a later chapter gives a class of an earlier one a new method
+    without the earlier file knowing of it. `@extends(CausalTransformer)` above `def generate`
+    in nn/generation.py makes `model.generate(...)` work, `@extends(Tensor)` above `def cumsum`
+    `t.cumsum(axis)`; a classmethod or staticmethod is added as one."""
+    def add(function):
+        inner = getattr(function, "__func__", function)        # a classmethod's function
+        wrapped = inner
+        while wrapped is not None:          # it, and what decorators (a door) wrapped, are named
+            wrapped.__qualname__ = f"{cls.__name__}.{inner.__name__}"    # as methods in errors
+            wrapped = getattr(wrapped, "__wrapped__", None)
+        setattr(cls, inner.__name__, function)
+        return function
+    return add

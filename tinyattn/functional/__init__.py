@@ -1,14 +1,18 @@
-"""Functions on tensors, composed from the ops: `import tinyattn.functional as F`.
+"""Functions on tensors, composed from the ops: `import tinyattn.functional as F`. This file is the
+index of every chapter's functions; read the files in this order:
 
-Read in this order: basics (activations, softmax, layer norm, dropout, cross-entropy), then
-scaled_dot_product (attention, with shape comments on every line), then positions (the sinusoidal
-table, rotary embeddings, ALiBi), then attention that scales: fused_attention (FlashAttention's
-door: the same attention, block by block, and block-sparse attention over the visible blocks only),
-sparse_patterns (masks and block layouts of the Sparse Transformer and Longformer), sliding_window
-(a band computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020, causal by
-chunks).
+    chapter 1  basics (activations, softmax, layer norm, dropout, cross-entropy), then
+               scaled_dot_product (attention, with shape comments on every line)
+    chapter 2  positions (the sinusoidal table, rotary embeddings, ALiBi), then attention that
+               scales: fused_attention (FlashAttention's door: the same attention, block by block,
+               and block-sparse attention over the visible blocks only), sparse_patterns (masks
+               and block layouts of the Sparse Transformer and Longformer), sliding_window (a band
+               computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020, causal by
+               chunks; and ELU, its feature map's piece)
+
+What makes an argument bad is in checks.py.
 """
-from tinyattn.functional.basics import (softmax, log_softmax, relu, elu, gelu, layer_norm, dropout,
+from tinyattn.functional.basics import (softmax, log_softmax, relu, gelu, layer_norm, dropout,
                                         cross_entropy)
 from tinyattn.functional.scaled_dot_product import attention, scaled_dot_product_attention
 from tinyattn.functional.positions import sinusoidal_positions, rope, alibi_slopes, alibi_bias
@@ -18,7 +22,7 @@ from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, spars
                                                  strided_layout, sparse_transformer_layout,
                                                  global_layout, layout_mask)
 from tinyattn.functional.sliding_window import sliding_window_attention
-from tinyattn.functional.linear_attention import linear_attention, linear_attention_step
+from tinyattn.functional.linear_attention import elu, linear_attention, linear_attention_step
 
 __all__ = ["softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
            "cross_entropy", "attention", "scaled_dot_product_attention", "sinusoidal_positions",

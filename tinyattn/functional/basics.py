@@ -8,7 +8,7 @@ replaces). Because of that, a gradient check of anything here also checks the op
 import numpy as np
 
 from tinyattn import ops, rng
-from tinyattn.arguments import any_tensor, between, door, number, optional
+from tinyattn.arguments import any_tensor, between, door, optional
 from tinyattn.functional import checks
 from tinyattn.plumbing import data_of
 
@@ -29,12 +29,6 @@ def log_softmax(x, axis=-1):
 def relu(x):
     """max(x, 0), elementwise."""
     return ops.Relu.apply(x)
-
-
-@door(x=any_tensor, alpha=number)
-def elu(x, alpha=1.0):
-    """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
-    return ops.Elu.apply(x, alpha=float(alpha))
 
 
 @door(x=any_tensor)

@@ -41,10 +41,16 @@ In this file S is the paper's state; the number of keys, which SDPA's docstring 
 """
 import numpy as np
 
-from tinyattn.arguments import at_least, between, door
+from tinyattn.arguments import any_tensor, at_least, between, door, number
 from tinyattn.functional import checks
-from tinyattn.functional.basics import elu
 from tinyattn.functional.sliding_window import chunked
+from tinyattn.ops.elu_and_cumsum import Elu
+
+
+@door(x=any_tensor, alpha=number)
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha (e^x - 1) elsewhere, elementwise (as PyTorch's `F.elu`)."""
+    return Elu.apply(x, alpha=float(alpha))
 
 
 def feature_map(x):

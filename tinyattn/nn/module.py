@@ -15,6 +15,7 @@ from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor
 from tinyattn.nn import checks
+from tinyattn.plumbing import extends  # noqa: F401  (later chapters import it from here too)
 
 
 class Parameter(Tensor):
@@ -177,23 +178,3 @@ class Module:
 def uniform(shape, bound, dtype):
     """A parameter drawn uniformly from [-bound, bound] with the seedable generator."""
     return Parameter(rng.generator.uniform(-bound, bound, shape).astype(dtype))
-
-
-# ------------------------------------------------------------------------------------------------
-# How later chapters add to these layers
-
-def extends(cls):
-    """A decorator that adds the function below it to `cls` as a method, under its own name
-    (d2l's `add_to_class`): how a later chapter gives a layer of an earlier one a new method
-    without the earlier file knowing of it. `@extends(CausalTransformer)` above `def generate`
-    in nn/generation.py makes `model.generate(...)` work; a classmethod or staticmethod is added
-    as one."""
-    def add(function):
-        inner = getattr(function, "__func__", function)        # a classmethod's function
-        wrapped = inner
-        while wrapped is not None:          # it, and what decorators (a door) wrapped, are named
-            wrapped.__qualname__ = f"{cls.__name__}.{inner.__name__}"    # as methods in errors
-            wrapped = getattr(wrapped, "__wrapped__", None)
-        setattr(cls, inner.__name__, function)
-        return function
-    return add

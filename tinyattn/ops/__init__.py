@@ -1,13 +1,13 @@
 """The ops: one class per differentiable operation, each a `Function` with forward and backward.
 
 Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm. What makes
-an op's input bad is in checks.py, one line in each op names its check. (flash_attention.py, a
-whole attention fused into one op, belongs to chapter 2: functional/fused_attention.py imports
-it.)
+an op's input bad is in checks.py, one line in each op names its check. Chapter 2 adds two files,
+imported where they are used: elu_and_cumsum.py (ELU and the running sum, for linear attention)
+and flash_attention.py (a whole attention fused into one op).
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
-                                      Elu, Gelu, Where, where)
-from tinyattn.ops.reductions import Sum, Mean, Max, Cumsum
+                                      Gelu, Where, where)
+from tinyattn.ops.reductions import Sum, Mean, Max
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, unpacked,
                                 concatenate, stack)
 from tinyattn.ops.checks import swapped_axes

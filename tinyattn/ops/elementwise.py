@@ -166,27 +166,6 @@ class Relu(Function):
         return (grad * (out > 0),)
 
 
-class Elu(Function):
-    """out = a where a > 0, alpha (e^a - 1) elsewhere   (ELU, Clevert et al. 2016).
-
-        dL/da = grad where a > 0,  grad * alpha e^a = grad * (out + alpha) elsewhere
-
-    The output is saved, with where a was positive: a negative alpha makes out positive where a
-    is not, so the sign of out alone cannot tell the two branches apart. e^a - 1 is computed as
-    expm1 (exact near 0) of min(a, 0) (no overflow for a large a, whose branch is not taken).
-    """
-
-    def forward(self, a, alpha=1.0):
-        positive = a > 0
-        out = np.where(positive, a, alpha * np.expm1(np.minimum(a, 0)))
-        self.saved = (out, positive, alpha)
-        return out
-
-    def backward(self, grad):
-        out, positive, alpha = self.saved
-        return (np.where(positive, grad, grad * (out + alpha)),)
-
-
 class Gelu(Function):
     """GELU in its tanh form (GPT-2's; PyTorch's `gelu(x, approximate="tanh")`), fused:
 

@@ -1,9 +1,9 @@
-"""Reductions: sum, mean and max over some axes, and the running sum cumsum along one axis.
+"""Reductions: sum, mean and max over some axes.
 
 Backward sends each output element's gradient back to the input elements it was computed from:
-all of them for sum (each with weight 1) and mean (weight 1/n), the maxima for max, the elements
-at or before it for cumsum. With `keepdims=False` the reduced axes were dropped from the output,
-so backward first puts them back as size-1 axes and then broadcasts over them.
+all of them for sum (each with weight 1) and mean (weight 1/n), the maxima for max. With
+`keepdims=False` the reduced axes were dropped from the output, so backward first puts them back
+as size-1 axes and then broadcasts over them.
 """
 import math
 
@@ -72,31 +72,6 @@ class Max(Function):
         is_max = a == kept
         ties = is_max.sum(axis=axes, keepdims=True, dtype=grad.dtype)   # not int64: no upcast
         return (is_max * (grad / ties),)
-
-
-class Cumsum(Function):
-    """out_i = a_0 + a_1 + ... + a_i along `axis` (a running sum; out has a's shape).
-
-        dL/da_j = sum_{i >= j} grad_i      a cumulative sum of grad taken from the far end
-
-    Why: a_j is a term of every out_i with i >= j, each with weight 1. So backward flips grad
-    along the axis, takes the running sum, and flips it back.
-
-    A 0-d tensor is its own running sum, along axis 0 or -1, as in PyTorch: forward and backward
-    see it as a vector of one element (`np.atleast_1d`).
-    """
-
-    saves_arrays = False
-    check = staticmethod(checks.cumsum_axis)
-
-    def forward(self, a, axis):
-        self.saved = (axis,)
-        return np.cumsum(np.atleast_1d(a), axis=axis).reshape(a.shape)
-
-    def backward(self, grad):
-        axis, = self.saved
-        grad_1d = np.atleast_1d(grad)
-        return (np.flip(np.cumsum(np.flip(grad_1d, axis), axis=axis), axis).reshape(grad.shape),)
 
 
 def restore_reduced_axes(grad, axes, keepdims):
