@@ -322,7 +322,8 @@ def unbroadcast_pairs():
     pairs = []
     for grad_shape, shape in shapes:
         grad = random.standard_normal(grad_shape)
-        pairs.append((engine.unbroadcast(grad, shape), np_unbroadcast(grad, shape)))
+        pairs.append((f"grad {grad_shape} to {shape}", engine.unbroadcast(grad, shape),
+                      np_unbroadcast(grad, shape)))
     return pairs
 
 
@@ -837,7 +838,7 @@ def cross_entropy_outputs():
     pairs = []
     for shape, targets in CROSS_ENTROPY_CASES:
         logits = random.standard_normal(shape)
-        pairs.append((F.cross_entropy(ta.tensor(logits), np.array(targets)),
+        pairs.append((f"logits {shape}", F.cross_entropy(ta.tensor(logits), np.array(targets)),
                       np_cross_entropy(logits, np.array(targets))))
     return pairs
 
@@ -907,24 +908,27 @@ def attention_outputs():
     q, k, v = (random.standard_normal(shape) for shape in QKV)
     bias = random.standard_normal((3, 5))
     causal = np.tril(np.ones((3, 5), bool))
-    cases = [({}, {}), (dict(attn_mask=MASK), dict(allowed=MASK)),
-             (dict(is_causal=True), dict(allowed=causal)),
-             (dict(attn_mask=MASK, is_causal=True), dict(allowed=MASK & causal)),
-             (dict(scale=1.0), dict(scale=1.0))]
+    cases = [("plain", {}, {}),
+             ("a boolean mask, a query without keys", dict(attn_mask=MASK), dict(allowed=MASK)),
+             ("causal", dict(is_causal=True), dict(allowed=causal)),
+             ("mask and causal", dict(attn_mask=MASK, is_causal=True), dict(allowed=MASK & causal)),
+             ("unscaled", dict(scale=1.0), dict(scale=1.0))]
     pairs = []
-    for kwargs, np_kwargs in cases:
+    for case, kwargs, np_kwargs in cases:
         out, weights = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), **kwargs)
         expected, expected_weights = np_attention(q, k, v, **np_kwargs)
         if "allowed" in np_kwargs:      # NumPy gives NaN for a row without keys: zeros here
             empty = ~np_kwargs["allowed"].any(axis=-1)
             expected[:, empty], expected_weights[:, empty] = 0.0, 0.0
-        pairs += [(out, expected), (weights, expected_weights)]
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: weights", weights, expected_weights)]
     out, _ = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), attn_mask=bias)
     scores = q @ np.swapaxes(k, -1, -2) / 2.0 + bias
-    pairs.append((out, np_softmax(scores) @ v))
+    pairs.append(("a float mask: output", out, np_softmax(scores) @ v))
     q4, k4 = q[:, None], random.standard_normal((1, 3, 5, 4))
     out, _ = F.attention(ta.tensor(q4), ta.tensor(k4), ta.tensor(v[:, None]))
-    pairs.append((out, np_attention(q4, k4, v[:, None])[0]))
+    pairs.append(("batch axes that broadcast: output", out,
+                  np_attention(q4, k4, v[:, None])[0]))
     return pairs
 
 
@@ -936,7 +940,7 @@ def attention_with_dropout():
     out, weights = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), dropout_p=0.5)
     ta.manual_seed(0)
     dropped = F.dropout(ta.tensor(np_attention(q, k, v)[1]), 0.5).data
-    return [(weights, dropped), (out, dropped @ v)]
+    return [("weights", weights, dropped), ("output", out, dropped @ v)]
 
 
 def causal_gradients_above_the_diagonal(attend):
@@ -1018,15 +1022,17 @@ def multi_head_outputs():
                          ((2, 4, 12), (2, 6, 12), (2, 6, 12)))
     padding = np.array([True, True, True, False])[None, None, None, :]
     causal = np.tril(np.ones((4, 4), bool))
-    cases = [((x,), {}, (x, x, x), None),
-             ((x, memory), {}, (x, memory, memory), None),
-             ((x, memory, values), {}, (x, memory, values), None),
-             ((x,), dict(attn_mask=padding, is_causal=True), (x, x, x), (padding & causal)[:, 0])]
+    cases = [("self", (x,), {}, (x, x, x), None),
+             ("cross", (x, memory), {}, (x, memory, memory), None),
+             ("cross, key != value", (x, memory, values), {}, (x, memory, values), None),
+             ("causal with padding", (x,), dict(attn_mask=padding, is_causal=True), (x, x, x),
+              (padding & causal)[:, 0])]
     pairs = []
-    for inputs, kwargs, np_inputs, allowed in cases:
+    for case, inputs, kwargs, np_inputs, allowed in cases:
         out, weights = layer(*map(ta.tensor, inputs), **kwargs)
         expected, expected_weights = np_multi_head_attention(layer, *np_inputs, allowed=allowed)
-        pairs += [(out, expected), (weights, expected_weights)]
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: weights", weights, expected_weights)]
     return pairs
 
 
@@ -1048,14 +1054,14 @@ def cache_equals_whole():
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
     padding = np.array([[True, False, True, True, True], [True, True, True, False, True]])
     pairs = []
-    for mask in (np.ones((2, 5), bool), padding):
+    for case, mask in (("causal", np.ones((2, 5), bool)), ("causal with padding", padding)):
         allowed = mask[:, None, None, :] & np.tril(np.ones((5, 5), bool))     # (B, 1, L, S)
         whole, _ = layer(x, attn_mask=allowed)
         cache, steps = nn.KVCache(layer), []
         for start, stop in ((0, 2), (2, 3), (3, 5)):
             with cache.attached():
                 steps.append(layer(x[:, start:stop], attn_mask=allowed[..., start:stop, :stop])[0])
-        pairs.append((ta.concatenate(steps, axis=1), whole))
+        pairs.append((case, ta.concatenate(steps, axis=1), whole))
     return pairs
 
 

@@ -38,13 +38,16 @@ def np_sinusoidal(length, dim):
 
 
 def sinusoidal_tables():
-    pairs = [(F.sinusoidal_positions(length, dim), np_sinusoidal(length, dim))
+    pairs = [(f"the table of {length} positions, width {dim}", F.sinusoidal_positions(length, dim),
+              np_sinusoidal(length, dim))
              for length, dim in ((7, 8), (5, 7), (1, 1), (0, 4), (40, 16), (3, 2))]
-    pairs += [(positions.frequencies(dim, base), base ** (-np.arange(0, dim, 2) / dim))
+    pairs += [(f"frequencies({dim}, {base:g})", positions.frequencies(dim, base),
+               base ** (-np.arange(0, dim, 2) / dim))
               for dim, base in ((8, 10000.0), (7, 10000.0), (6, 100.0))]
     encoding = nn.PositionalEncoding(6, max_len=8)
     x = np.random.default_rng(0).standard_normal((2, 5, 6))
-    pairs.append((encoding(ta.tensor(x), offset=3), x + np_sinusoidal(8, 6)[3:8]))
+    pairs.append(("PositionalEncoding, offset 3", encoding(ta.tensor(x), offset=3),
+                  x + np_sinusoidal(8, 6)[3:8]))
     return pairs
 
 
@@ -150,13 +153,16 @@ def np_causal(L, S, offset=0):
 
 
 def causal_masks():
-    pairs = [(sdpa.causal_mask(L, S, offset=offset), np_causal(L, S, offset))
+    pairs = [(f"L = {L}, S = {S}, offset {offset}", sdpa.causal_mask(L, S, offset=offset),
+              np_causal(L, S, offset))
              for L, S, offset in ((4, 4, 0), (3, 5, 0), (5, 3, 0), (2, 6, 4), (1, 7, 6), (3, 3, 2))]
     random = np.random.default_rng(0)
     allowed = random.random((2, 1, 4, 6)) < 0.7
-    pairs.append((sdpa.causal_mask(4, 6, allowed, offset=2), allowed & np_causal(4, 6, 2)))
+    pairs.append(("and-ed with a boolean mask (2, 1, 4, 6), offset 2",
+                  sdpa.causal_mask(4, 6, allowed, offset=2), allowed & np_causal(4, 6, 2)))
     bias = random.standard_normal((3, 4, 6))
-    pairs.append((sdpa.causal_mask(4, 6, bias, offset=1),
+    pairs.append(("added to a float mask (3, 4, 6), offset 1",
+                  sdpa.causal_mask(4, 6, bias, offset=1),
                   np.where(np_causal(4, 6, 1), bias, -np.inf)))
     return pairs
 
@@ -181,7 +187,7 @@ def model_cache_equals_whole():
         ids = np.random.default_rng(1).integers(0, 9, (2, 6))
         cache = model.empty_cache()
         steps = [model(ids[:, start:stop], cache=cache) for start, stop in ((0, 3), (3, 4), (4, 6))]
-        pairs.append((ta.concatenate(steps, axis=1), model(ids)))
+        pairs.append((positional, ta.concatenate(steps, axis=1), model(ids)))
     return pairs
 
 
@@ -262,6 +268,12 @@ def np_flash_reference(q, k, v, is_causal=False, scale=None, block_size=None):
     return np.exp(scores - logsumexp[..., None]) @ v, logsumexp
 
 
+def flash_case(shapes, kwargs):
+    """"query (2, 5, 3), key (2, 5, 3), block_size=2": which input a case was."""
+    return ", ".join([f"query {shapes[0]}", f"key {shapes[1]}"] +
+                     [f"{name}={value}" for name, value in kwargs.items()])
+
+
 def flash_outputs():
     """Flash's output, and the logsumexp it saves for backward, against plain attention."""
     pairs = []
@@ -269,7 +281,10 @@ def flash_outputs():
         q, k, v = leaves(*shapes)
         out = F.flash_attention(q, k, v, **kwargs)
         expected, logsumexp = np_flash_reference(q.data, k.data, v.data, **kwargs)
-        pairs += [(out, expected), (out._node.saved[4], np.broadcast_to(logsumexp, out.shape[:-1]))]
+        case = flash_case(shapes, kwargs)
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: logsumexp", out._node.saved[4],
+                   np.broadcast_to(logsumexp, out.shape[:-1]))]
     return pairs
 
 
@@ -368,7 +383,8 @@ def flash_gradients_equal_plain():
                                       leaves(*shapes))
         plain = outputs_and_gradients(lambda q, k, v: F.scaled_dot_product_attention(
             q, k, v, is_causal=kwargs.get("is_causal", False)), leaves(*shapes))
-        pairs += list(zip(flash[1:], plain[1:]))
+        pairs += [(f"{flash_case(shapes, kwargs)}: {name}", got, expected)
+                  for name, got, expected in zip(("dQ", "dK", "dV"), flash[1:], plain[1:])]
     return pairs
 
 
@@ -440,7 +456,8 @@ def chunked_outputs():
         q, k, v = (x.data for x in leaves(*shapes))
         out = F.linear_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), is_causal=True,
                                  eps=eps, chunk_size=chunk_size)
-        pairs.append((out, np_causal_linear(q, k, v, eps)[0]))
+        pairs.append((f"query {shapes[0]}, key {shapes[1]}, chunks of {chunk_size}, eps {eps:g}",
+                      out, np_causal_linear(q, k, v, eps)[0]))
     return pairs
 
 
@@ -502,8 +519,10 @@ def steps_and_states():
         for t in range(q.shape[-2]):
             out, state = F.linear_attention_step(ta.tensor(q[..., t, :]), ta.tensor(k[..., t, :]),
                                                  ta.tensor(v[..., t, :]), state)
-            pairs += [(out, expected[..., t, :]), (state[0], S[..., t, :, :]),
-                      (state[1], z[..., t, :])]
+            pairs += [(f"query {shapes[0]}, step {t}: {name}", got, expected)
+                      for name, got, expected in (("output", out, expected[..., t, :]),
+                                                  ("S", state[0], S[..., t, :, :]),
+                                                  ("z", state[1], z[..., t, :]))]
     return pairs
 
 
@@ -580,7 +599,9 @@ def experts_outputs():
         layer = experts_layer(top_k)
         out = layer(ta.tensor(x))
         expected, aux_loss, chosen = np_experts(layer, x)
-        pairs += [(out, expected), (layer.aux_loss, aux_loss), (layer.selected_experts, chosen)]
+        pairs += [(f"top-{top_k}: output", out, expected),
+                  (f"top-{top_k}: aux_loss", layer.aux_loss, aux_loss),
+                  (f"top-{top_k}: selected_experts", layer.selected_experts, chosen)]
     return pairs
 
 
