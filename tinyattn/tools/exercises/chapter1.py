@@ -69,6 +69,10 @@ MUL_DIV = Exercise(
               (("grad / b if self.needs_grad(0)", "grad * b if self.needs_grad(0)"),)),
         Wrong("dL/db of Div through b^2, which overflows",
               (("-grad * out / b if", "-grad * (out * b) / (b * b) if"),)),
+        Wrong("Mul's dL/da written into grad in place (`grad *= b`), which Add shares",
+              (("        return (grad * b if self.needs_grad(0) else None,\n"
+                "                grad * a if self.needs_grad(1) else None)",
+                "        grad_b = grad * a\n        grad *= b\n        return grad, grad_b"),)),
     ),
 )
 
@@ -106,6 +110,8 @@ EXP_LOG = Exercise(
         Wrong("exp applied again to the saved output",
               (("(grad * out,)", "(grad * np.exp(out),)"),)),
         Wrong("log's derivative as log(a)", (("(grad / a,)", "(grad * np.log(a),)"),)),
+        Wrong("Exp's saved output multiplied by grad in place: the output tensor's own data",
+              (("(grad * out,)", "(np.multiply(out, grad, out=out),)"),)),
     ),
 )
 
@@ -360,6 +366,9 @@ UNBROADCAST = Exercise(
         Wrong("stretched axes counted from grad's front, not after the added axes",
               (("tuple(added + i for i, n in enumerate(shape)",
                 "tuple(i for i, n in enumerate(shape)"),)),
+        Wrong("the sum taken in float64 (dtype=float): float32 gradients become float64",
+              (("grad.sum(axis=tuple(range(added)) + stretched)",
+                "grad.sum(axis=tuple(range(added)) + stretched, dtype=float)"),)),
     ),
 )
 
@@ -416,6 +425,27 @@ def used_twice():
     (x,), g = leaves((3, 4)), upstream((3, 4))
     (x * x + x.exp() * x).backward(g)
     return difference(x.grad, g * (2 * x.data + np.exp(x.data) * (1 + x.data)))
+
+
+def reused_through_several_paths():
+    """(u + v) + u: Add hands one gradient array to both of its inputs, so u's first gradient is
+    v's as well; a sweep that adds u's second one into it in place (`summed += parent_grad`)
+    changes v's too. dL/du = 2 g, dL/dv = g."""
+    (u, v), g = leaves((3,), (3,)), upstream((3,))
+    ((u + v) + u).backward(g)
+    return max(difference(u.grad, 2 * g), difference(v.grad, g))
+
+
+def leaf_gradients_of_their_own():
+    """x + y hands one gradient array to x and y: a sweep that keeps it as both x.grad and y.grad
+    makes the next `x.grad += ...` (a second backward, an optimizer's clipping) change y.grad as
+    well. So each .grad must share no memory with another; after two backward calls, dL/dx =
+    dL/dy = 2 g."""
+    (x, y), g = leaves((3,), (3,)), upstream((3,))
+    (x + y).backward(g)
+    shared = float(np.shares_memory(x.grad, y.grad))
+    (x + y).backward(g)
+    return shared + max(difference(x.grad, 2 * g), difference(y.grad, 2 * g))
 
 
 def each_node_once():
@@ -485,6 +515,10 @@ BACKWARD_SWEEP = Exercise(
         gradient_rows("add broadcast both", "add number", "index array repeats", "F.cross_entropy",
                       "attention: sdpa, causal", "MultiHeadAttention, self"),
         holds("a tensor used three times gets the sum of its three gradients", used_twice),
+        holds("(u + v) + u: u reached by two paths, v's gradient left as it was",
+              reused_through_several_paths),
+        holds("x + y: x.grad and y.grad are arrays of their own, and add up over two backward "
+              "calls", leaf_gradients_of_their_own, 0),
         gradients("a broadcast input shaped like the output", lambda a, b: (b * a).sum(axis=0),
                   (4,), (3, 4)),
         holds("no gradient for an input an op sends None, nor for a leaf nobody holds",
@@ -534,6 +568,11 @@ BACKWARD_SWEEP = Exercise(
         Wrong("saved arrays released even when retain_graph is asked for",
               (("if node.saved and node.saves_arrays and not retain_graph:",
                 "if node.saved and node.saves_arrays:"),)),
+        Wrong("a second gradient added in place, into an array another node may hold",
+              (("pending[parent] = summed + parent_grad", "summed += parent_grad"),)),
+        Wrong("a leaf's gradient kept as the very array the sweep was handed",
+              (("_accumulate(leaf, grad)",
+                "leaf.grad = grad if leaf.grad is None else leaf.grad + grad"),)),
     ),
 )
 
@@ -622,6 +661,10 @@ SOFTMAX = Exercise(
                 "out * (1 - out) * grad"),)),
         Wrong("the sum over the axis without keepdims",
               (("(grad * out).sum(axis=axis, keepdims=True)", "(grad * out).sum(axis=axis)"),)),
+        Wrong("the subtraction done in place, in grad",
+              (("return (out * (grad - (grad * out).sum(axis=axis, keepdims=True)),)",
+                "grad -= (grad * out).sum(axis=axis, keepdims=True)\n"
+                "        return (out * grad,)"),)),
     ),
 )
 
@@ -852,6 +895,32 @@ def cross_entropy_gradient():
     return [(logits.grad, expected / 4)]
 
 
+def large_logits():
+    """Logits of size 1e4: e^logit overflows (to inf, or to 0 below -745), unless each row is
+    shifted by its maximum first, as log_softmax does. The loss and dL/dlogits against NumPy."""
+    random = np.random.default_rng(3)
+    data, targets = 1e4 * random.standard_normal((4, 5)), np.array([1, 0, 4, 2])
+    logits = ta.tensor(data, requires_grad=True)
+    loss = F.cross_entropy(logits, targets)
+    loss.backward()
+    expected = np_softmax(data)
+    expected[np.arange(4), targets] -= 1
+    return [("the loss", loss, np_cross_entropy(data, targets)),
+            ("dL/dlogits", logits.grad, expected / 4)]
+
+
+def other_ignore_indices():
+    """The targets equal to ignore_index are left out, whatever it is: -1, and 2 (a class)."""
+    random = np.random.default_rng(4)
+    pairs = []
+    for ignore_index, targets in ((-1, [[1, -1, 3], [0, 2, -1]]), (2, [[1, 2, 3], [0, 2, 2]])):
+        logits, targets = random.standard_normal((2, 4, 3)), np.array(targets)
+        pairs.append((f"ignore_index={ignore_index}",
+                      F.cross_entropy(ta.tensor(logits), targets, ignore_index=ignore_index),
+                      np_cross_entropy(logits, targets, ignore_index)))
+    return pairs
+
+
 CROSS_ENTROPY = Exercise(
     "cross_entropy", 1, "cross-entropy: classes on axis 1, ignored targets",
     "tinyattn.functional.basics", ("cross_entropy",),
@@ -861,6 +930,9 @@ CROSS_ENTROPY = Exercise(
         matches("the loss vs NumPy: logits (C,), (N, C), (N, C, d) and (N, C, d1, d2)",
                 cross_entropy_outputs),
         matches("dL/dlogits = (softmax - one_hot) / N", cross_entropy_gradient),
+        matches("logits of size 1e4: the loss and dL/dlogits vs NumPy, finite", large_logits,
+                1e-8),
+        matches("ignore_index = -1 and = 2: those targets left out", other_ignore_indices),
         gradient_rows("F.cross_entropy", "F.cross_entropy (N, C, d), ignore_index"),
         float32(lambda logits: F.cross_entropy(logits, np.array([[1, 2], [0, 1]])), (2, 3, 2)),
     ),
@@ -891,6 +963,12 @@ CROSS_ENTROPY = Exercise(
         Wrong("(N, C, d) logits reshaped without moving the classes last",
               (("logits = logits.transpose(0, *range(2, logits.ndim), 1)",
                 "logits = logits.swapaxes(1, -1)"),)),
+        Wrong("ignore_index hard-coded to -100",
+              (("targets != ignore_index", "targets != -100"),)),
+        Wrong("log-softmax written out without shifting by the maximum: e^1e4 overflows",
+              (("log_softmax(logits, axis=-1)[rows, targets[rows]]",
+                "(logits - logits.exp().sum(axis=-1, keepdims=True).log())"
+                "[rows, targets[rows]]"),)),
     ),
 )
 
@@ -985,8 +1063,10 @@ ATTENTION = Exercise(
         "Re-read the top of scaled_dot_product.py: scores = query @ key^T * scale, weights = "
         "softmax(scores + mask) (attention_weights), output = weights @ value (attention); and "
         "scaled_dot_product_attention's docstring for what the masks mean.",
-        "scale defaults to 1 / sqrt(E), as a Python float (a NumPy float64 would turn float32 "
-        "attention into float64). `.mT` transposes a batch of keys.",
+        "scale defaults to 1 / sqrt(E), a number: a Python float, or a NumPy scalar, which "
+        "tinyattn's ops take as a Python number (plain NumPy 2 would make float32 times a float64 "
+        "scalar float64), so either keeps float32 attention float32; a float64 array would not. "
+        "`.mT` transposes a batch of keys.",
         "split_mask turns attn_mask into a boolean mask and an additive one; with is_causal, "
         "causal_mask(L, S, allowed) ands the causal mask in.",
         "Add the additive mask to the scores; hide the pairs the boolean mask forbids *before* "
@@ -1010,6 +1090,9 @@ ATTENTION = Exercise(
                 "allowed = causal_mask(L, S, allowed, offset=-1)"),)),
         Wrong("softmax over the queries, not the keys",
               (("softmax(scores, axis=-1)", "softmax(scores, axis=-2)"),)),
+        Wrong("the mask added as a float64 array of 0 and -inf: float32 scores become float64",
+              (("scores = ops.where(allowed, scores, -math.inf)",
+                "scores = scores + ops.where(allowed, 0.0, -math.inf)"),)),
     ),
 )
 

@@ -316,6 +316,11 @@ def per_head_layout():
 FLASH_ROWS = ("attention: flash", "attention: flash, causal", "attention: flash, causal, L > S",
               "attention: flash, causal, L < S", "attention: flash, L != S, scale=1",
               "attention: flash, causal, broadcast batch", "attention: flash, causal, block 1")
+HIDDEN_BLOCKS = gradient_rows(
+    "block-sparse = SDPA under its layout's mask: an empty row",
+    "block-sparse = SDPA under its layout's mask: a layout per head, broadcast batch")._replace(
+    what="blocks that hide every key from some queries (block-sparse layouts): output and "
+         "gradients = SDPA under the mask, no NaN")
 
 
 FLASH_FORWARD = Exercise(
@@ -332,6 +337,7 @@ FLASH_FORWARD = Exercise(
                 "attention under the mask", per_head_layout),
         gradient_rows(*FLASH_ROWS)._replace(
             what="gradients (the given backward, from what your forward saved): 7 rows"),
+        HIDDEN_BLOCKS,
         float32(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=2),
                 (2, 5, 3), (2, 5, 3), (2, 5, 4)),
     ),
@@ -339,12 +345,15 @@ FLASH_FORWARD = Exercise(
         "Re-read the docstring's Forward: for each block of queries, walk the key blocks keeping "
         "per query the running maximum m, the running sum l of exp(score - m), and an output O_i "
         "not yet divided by l.",
-        "For each visible key block: S_ij from block_scores, m_new = max(m, row max of S_ij), "
-        "P_ij = exp(S_ij - m_new). Walk only the key blocks `visited_pairs` marks for this block "
-        "of queries.",
+        "For each visible key block: S_ij from block_scores, m_new = max(m, row max of S_ij). "
+        "A query that has seen no key yet (a layout may hide a whole block from it) has m_new = "
+        "-inf, and exp(-inf - (-inf)) is NaN: take the exponents against m_safe, m_new with -inf "
+        "put to 0, so P_ij = exp(S_ij - m_safe) is 0 there. Walk only the key blocks "
+        "`visited_pairs` marks for this block of queries.",
         "When the maximum grows, what was gathered against the old one is too large by "
-        "e^(m_new - m_old): multiply l and O_i by exp(m_old - m_new) before adding this block's "
-        "sum of P_ij and P_ij @ V_j (the paper's line 10, without its misprinted inverse).",
+        "e^(m_new - m_old): multiply l and O_i by exp(m_old - m_safe) (0 while no key was seen) "
+        "before adding this block's sum of P_ij and P_ij @ V_j (the paper's line 10, without its "
+        "misprinted inverse).",
         "After the last key block divide O_i by l once (l = 0 only where a query saw no key: "
         "use 1 there), and save logsumexp = m + log l per query (+inf where no key was seen, so "
         "that backward's exp(S - logsumexp) is 0), with Q, K, V, O and the settings, in the "
@@ -370,6 +379,9 @@ FLASH_FORWARD = Exercise(
         Wrong("the logsumexp saved without the maximum: log l only",
               (("m_i + np.log(l_i))[..., 0]", "np.log(l_i))[..., 0]"),)),
         Wrong("the running maximum never updated", (("m_i = m_new  ", "pass  "),)),
+        Wrong("exponents against m_new, not m_safe: NaN where a block hides all of a query's keys",
+              (("P_ij = np.exp(S_ij - m_safe)", "P_ij = np.exp(S_ij - m_new)"),
+               ("rescale = np.exp(m_i - m_safe)", "rescale = np.exp(m_i - m_new)"))),
     ),
 )
 
@@ -399,6 +411,7 @@ FLASH_BACKWARD = Exercise(
         gradient_rows(*FLASH_ROWS),
         matches("dQ, dK, dV equal plain attention's (causal, and L != S)",
                 flash_gradients_equal_plain),
+        HIDDEN_BLOCKS,
         holds("causal: no gradient reaches a key or value after the query",
               causal_gradients_above_the_diagonal(
                   lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=2)), 0),
@@ -632,6 +645,23 @@ def experts_see_their_own_tokens():
     return error
 
 
+def tied_routing():
+    """Router logits that tie: experts 1 and 3 get a router row of zeros, so their logits are 0
+    for every token (a tie whenever experts 0 and 2 score below 0), and a token of zeros ties all
+    four. Ties go to the lower expert id, where a stable argsort of -logits puts them."""
+    x = np.random.default_rng(5).standard_normal((2, 4, 6))
+    x[0, 0] = 0.0
+    pairs = []
+    for top_k in (1, 2):
+        layer = experts_layer(top_k)
+        layer.router.weight.data[[1, 3]] = 0.0
+        out = layer(ta.tensor(x))
+        expected, _, chosen = np_experts(layer, x)
+        pairs += [(f"top-{top_k}: selected_experts", layer.selected_experts, chosen),
+                  (f"top-{top_k}: output", out, expected)]
+    return pairs
+
+
 EXPERTS = Exercise(
     "experts", 2, "a mixture of experts: top-k routing, each expert on its own tokens",
     "tinyattn.nn.experts", ("MixtureOfExperts.forward",),
@@ -641,6 +671,8 @@ EXPERTS = Exercise(
         matches("outputs, aux_loss and selected_experts vs every expert on every token in "
                 "NumPy, top-1, 2 and 3", experts_outputs),
         holds("each expert runs once, on exactly its own tokens", experts_see_their_own_tokens, 0),
+        matches("tied router logits: ties go to the lower expert id, as a stable argsort puts "
+                "them", tied_routing),
         gradient_rows("MixtureOfExperts top-1, fixed routing",
                       "MixtureOfExperts top-2, fixed routing"),
         float32(experts_with_aux_loss, (2, 3, 6)),
@@ -672,6 +704,9 @@ EXPERTS = Exercise(
         Wrong("the experts' outputs left in expert order, not put back in token order",
               (("grouped[np.argsort(np.concatenate(slots))]", "grouped"),)),
         Wrong("aux_loss without the factor n", (("self.aux_loss = n * (", "self.aux_loss = ("),)),
+        Wrong("the k largest by an ascending argsort read backwards: ties go to the higher id",
+              (('np.argsort(-logits.data, axis=-1, kind="stable")[:, :k]',
+                'np.argsort(logits.data, axis=-1, kind="stable")[:, ::-1][:, :k]'),)),
     ),
 )
 

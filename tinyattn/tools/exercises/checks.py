@@ -76,7 +76,7 @@ def judged_rows(rows):
     if not failed:
         return Measured(True, largest, f"worst row {worst!r}, of {count} numbers")
     return Measured(False, largest, f"{len(failed)} of {len(rows)} rows fail, the worst {worst!r}"
-                                    f", of {count} numbers; each number held to |error| <= "
+                                    f", of {count} numbers; held to |error| <= "
                                     f"{checklist.ATOL:g} + {checklist.RTOL:g} |reference|")
 
 
@@ -135,6 +135,8 @@ def matches(what, pairs, tolerance=TOLERANCE):
         error = largest(errors)
         if error <= tolerance:
             return Measured(True, error)
+        if len(cases) == 1:
+            return Measured(False, error, f"held to {tolerance:g}")
         failed = [case for (case, _, _), e in zip(cases, errors) if not e <= tolerance]
         worst = next(case for (case, _, _), e in zip(cases, errors) if e == error or np.isnan(e))
         return Measured(False, error, f"{len(failed)} of {len(cases)} cases fail, the worst "
@@ -183,7 +185,7 @@ def float32(fn, *shapes, domain="normal"):
             upcast = upcasts_on_the_way(fn, inputs)
             single = outputs_and_gradients(fn, inputs)
         if yours:
-            return Measured(False, None, f"{yours[0]}, not float32")
+            return Measured(False, None, yours[0])
         double = outputs_and_gradients(fn, leaves(*shapes, domain=domain))
         upcast += [f"{'an output' if i < len(single) - len(inputs) else 'a gradient'} is "
                    f"{a.dtype}" for i, a in enumerate(single) if a.dtype != np.float32]

@@ -214,8 +214,7 @@ def time_limit(seconds):
         return
 
     def stop(signum, frame):
-        raise OutOfTime(f"stopped after {seconds:g} s in this check: does every loop of yours "
-                        "end?")
+        raise OutOfTime(f"stopped after {seconds:g} s: does every loop of yours end?")
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -277,14 +276,17 @@ def measured_by(check, path, seconds):
 
 
 def first_nan(check, path, seconds):
-    """Where the NaN of a failed check was first made: the check run again, watching for it."""
-    with watching.watching("nans") as found:
-        measured_by(check, path, seconds)
-    if not found:
-        return "no function of yours made a NaN: a later op made it from what yours returned"
-    unit, what, error = found[0]
-    where = where_in(error, path) if error is not None else ""
-    return f"the first NaN: in your {unit}{where}, {what}"
+    """Where the NaN of a failed check began: the check run again, watching the learner's
+    functions for the first NaN they make, then (if none) for the first inf."""
+    for made, raising in (("NaN", dict(invalid="raise")),
+                          ("inf", dict(invalid="raise", over="raise", divide="raise"))):
+        with watching.watching("nans", **raising) as found:
+            measured_by(check, path, seconds)
+        if found:
+            unit, what, error = found[0]
+            where = where_in(error, path) if error is not None else ""
+            return f"the first {made} came from your {unit}{where}: {what}"
+    return "no function of yours made a NaN or an inf: a later op made it from what yours returned"
 
 
 def report_line(check, measured):

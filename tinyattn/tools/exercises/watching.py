@@ -8,8 +8,10 @@
     and a write into one is told, naming the array.
   * float32 made float64, during a float32 check: the learner's function that did it is named,
     rather than a later op of tinyattn's that only passed the float64 on.
-  * The first NaN, when a check failed with one and runs again to find it: the learner's function
-    where an invalid operation (0 * inf, inf - inf, 0 / 0) first made one, or that returned one.
+  * Where a NaN began, when a check failed with one and runs again to find it: the learner's
+    function where an invalid operation (0 * inf, inf - inf, 0 / 0) first made one, or that
+    returned one from inputs without any; failing that, where an inf was first made (an overflow,
+    a division by 0), from which a later op made the NaN.
 
 `call` runs one call of a learner's function under these watches; running.py puts it around every
 function it puts in place.
@@ -32,19 +34,24 @@ class WroteIntoAGivenArray(Worded):
 class Found:
     """What the watches found during one run of a check (None: that watch is off)."""
 
-    upcasts = None       # ["your unbroadcast returned a float64 array from float32 input", ...]
+    upcasts = None       # ["your unbroadcast returned float64 for float32 input", ...]
     nans = None          # [(unit, what happened, the error that tells the line, or None), ...]
+    raising = {}         # np.errstate's settings while hunting: the errors that raise
 
 
 @contextlib.contextmanager
-def watching(kind):
-    """Turn the watch `kind` ("upcasts" or "nans") on for the `with` block; yields its list."""
-    previous, found = getattr(Found, kind), []
+def watching(kind, **raising):
+    """Turn the watch `kind` on for the `with` block, and yield its list: "upcasts", or "nans"
+    with the floating-point errors to raise at (`invalid="raise"` for NaN, `over` and `divide`
+    for inf)."""
+    previous, found = (getattr(Found, kind), Found.raising), []
     setattr(Found, kind, found)
+    Found.raising = raising
     try:
         yield found
     finally:
-        setattr(Found, kind, previous)
+        setattr(Found, kind, previous[0])
+        Found.raising = previous[1]
 
 
 def call(unit, function, args, kwargs):
@@ -53,18 +60,20 @@ def call(unit, function, args, kwargs):
     if Found.nans is None:
         result = guarded(unit, function, args, kwargs, given)
     else:
-        with np.errstate(invalid="raise"):      # the first NaN made raises FloatingPointError
+        with np.errstate(**Found.raising):      # the first NaN (or inf) made raises
             try:
                 result = guarded(unit, function, args, kwargs, given)
             except FloatingPointError as error:
                 Found.nans.append((unit, f"{error}{on_shapes(args)}", error))
                 raise
-        if has_nan(result) and not has_nan((args, kwargs)):
-            Found.nans.append((unit, f"it returned NaN{on_shapes(args)}", None))
+        inf = "over" in Found.raising
+        if not_finite(result, inf) and not not_finite((args, kwargs), inf):
+            Found.nans.append((unit, f"it returned {'inf' if inf else 'NaN'} from inputs "
+                                     f"without any{on_shapes(args)}", None))
     if Found.upcasts is not None and floating_dtypes((args, kwargs)) == {np.dtype(np.float32)}:
         made = floating_dtypes(result, tensors_first=False) - {np.dtype(np.float32)}
         if made:
-            Found.upcasts.append(f"your {unit} returned {sorted(map(str, made))[0]} from "
+            Found.upcasts.append(f"your {unit} returned {sorted(map(str, made))[0]} for "
                                  "float32 input")
     return result
 
@@ -202,8 +211,10 @@ def floating_dtypes(value, tensors_first=True):
             if x.dtype.kind == "f"}
 
 
-def has_nan(value):
-    return any(x.dtype.kind in "fc" and np.isnan(x.data if isinstance(x, Tensor) else x).any()
+def not_finite(value, inf=False):
+    """Whether `value` holds a NaN (or, with `inf`, an inf as well)."""
+    bad = np.isinf if inf else np.isnan
+    return any(x.dtype.kind in "fc" and bad(x.data if isinstance(x, Tensor) else x).any()
                for x in arrays_in(value))
 
 
