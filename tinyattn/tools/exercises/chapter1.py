@@ -323,7 +323,7 @@ def np_unbroadcast(grad, shape):
 def unbroadcast_pairs():
     shapes = [((2, 3, 4), (3, 1)), ((2, 3, 4), (4,)), ((2, 3, 4), ()), ((2, 3, 4), (1, 1, 1)),
               ((2, 1, 4), (1, 1, 4)), ((5,), (1,)), ((3, 1, 2), (3, 1, 2)),
-              ((3, 1, 4), (1, 1, 1)), ((4, 1, 5), (4, 1, 1))]
+              ((3, 1, 4), (1, 1, 1)), ((4, 1, 5), (4, 1, 1)), ((2, 3, 5, 4), (5, 1))]
     random = np.random.default_rng(0)
     pairs = []
     for grad_shape, shape in shapes:
@@ -339,7 +339,7 @@ UNBROADCAST = Exercise(
     read_first="README, \"Why un-broadcasting sums\"; the top of tinyattn/engine.py; NumPy's "
                "broadcasting rules (shapes are aligned at their last axes)",
     checks=(
-        matches("unbroadcast against NumPy, on 9 pairs of shapes", unbroadcast_pairs),
+        matches("unbroadcast against NumPy, on 10 pairs of shapes", unbroadcast_pairs),
         gradient_rows("add broadcast row", "add broadcast both", "add scalar tensor",
                       "sub broadcast", "mul broadcast", "mul broadcast both", "div broadcast",
                       "pow broadcast", "matmul broadcast batch", "matmul shared left",
@@ -394,6 +394,16 @@ class ReturningAList(Function):
 
     def backward(self, grad):
         return [grad]
+
+
+class ReturningAWrongShape(Function):
+    """out = a, with a backward that breaks the rule: a gradient that is not a's shape broadcast."""
+
+    def forward(self, a):
+        return a.copy()
+
+    def backward(self, grad):
+        return (grad[..., :1],)
 
 
 class FirstOnly(Function):
@@ -472,13 +482,19 @@ def a_long_chain():
 
 
 def gradients_accumulate():
-    (x,) = leaves((3,))
+    """x's gradient adds up over three backward calls; the retained gradients of y and z, each
+    the first input of a product, are theirs alone."""
+    x, w = leaves((3,), (3,))
     (x * 2.0).sum().backward()
     (x * 3.0).sum().backward()
     y = x * 2.0
     y.retain_grad()
     (y * y).sum().backward()
-    return max(difference(x.grad, 5.0 + 8.0 * x.data), difference(y.grad, 2 * y.data))
+    z = x * 3.0
+    z.retain_grad()
+    (z * w).sum().backward()
+    return max(difference(x.grad, 5.0 + 8.0 * x.data + 3.0 * w.data),
+               difference(y.grad, 2 * y.data), difference(z.grad, w.data))
 
 
 def retained_graph():
@@ -534,8 +550,12 @@ BACKWARD_SWEEP = Exercise(
         holds("after backward, a node's saved arrays are released (shapes and axes are kept)",
               saved_arrays_released, 0),
         raises("a backward returning a list, not a tuple, is named",
-               lambda: ReturningAList.apply(leaves((2,))[0]).sum().backward(), TypeError,
-               "returning_a_list: backward must return a tuple", "it returned a list"),
+               lambda: (ReturningAList.apply(leaves((2,))[0]) * leaves((2,))[0]).sum().backward(),
+               TypeError, "returning_a_list: backward must return a tuple", "it returned a list"),
+        raises("a backward returning a gradient of another shape is named",
+               lambda: (ReturningAWrongShape.apply(leaves((2, 3))[0]) * 2.0).sum().backward(),
+               RuntimeError, "returning_a_wrong_shape: backward returned a gradient of shape "
+                             "(2, 1) for an input of shape (2, 3)"),
     ),
     hints=(
         "Re-read the top of engine.py: a node is visited only once every op that used its output "

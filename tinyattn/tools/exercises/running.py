@@ -9,7 +9,7 @@ Putting a function in place, and taking it out again afterwards, whatever happen
   * any other function (`unbroadcast`) is replaced in every tinyattn module that holds it, and
     in the learner's file, where the learner's other functions call it.
 Each function put in place counts its calls, and runs under the watches of watching.py (writes
-into the arrays it was given, float32 made float64, the first NaN). A check during which the
+into the arrays it was given, float32 made float64, where a NaN began). A check during which the
 learner's code never ran fails: a grader that checked tinyattn's own code instead would be worse
 than none. For the same reason a file whose functions are not its own (an import put tinyattn's
 in their place) is refused, and so is one that ends the program (sys.exit()) before the checks
@@ -226,10 +226,10 @@ def time_limit(seconds):
 
 def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None, on_result=None):
     """[(check, Measured)] for the exercise's checks, with `functions` in place; stops after the
-    first failure when `fail_fast`, and after a check that ran out of time (each check after it
-    would most likely wait as long). `on_result(check, measured)` is called as each one is done.
-    A check's error becomes a failed Measured, told in one line; a NaN is traced to where it was
-    made; a learner's function that ends the program raises LearnerFileError."""
+    first failure when `fail_fast`. After a check that ran out of time, the others fail unrun
+    (each would most likely wait as long). `on_result(check, measured)` is called as each one is
+    done. A check's error becomes a failed Measured, told in one line; a NaN is traced to where
+    it began; a learner's function that ends the program raises LearnerFileError."""
     calls, results, stopped = {}, [], None
     with in_place(exercise, functions, calls):
         for check in exercise.checks:
@@ -237,15 +237,16 @@ def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None, on
             if stopped is not None:
                 measured = Measured(False, None, f"not run: the check {stopped!r} ran out of time")
             else:
-                measured = measured_by(check, path, seconds)
+                try:
+                    measured = measured_by(check, path, seconds)
+                except OutOfTime as error:
+                    measured, stopped = Measured(False, None, in_one_line(error, path)), check.what
             if measured.passed and sum(calls.values()) == before:
                 measured = Measured(False, None, "the check did not run your code (a fault of "
                                                  "the exercise: please report it)")
             if measured.error is not None and math.isnan(measured.error):
                 measured = measured._replace(detail=f"{measured.detail}; "
                                                     f"{first_nan(check, path, seconds)}")
-            if measured.detail.startswith("stopped after"):
-                stopped = check.what
             results.append((check, measured))
             if on_result is not None:
                 on_result(check, measured)
@@ -261,7 +262,8 @@ def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None, on
 
 
 def measured_by(check, path, seconds):
-    """What the check measures, with the learner's code in place; an error, a failed Measured."""
+    """What the check measures, with the learner's code in place; an error, a failed Measured
+    (but OutOfTime, raised)."""
     try:
         with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -271,6 +273,8 @@ def measured_by(check, path, seconds):
     except SystemExit as error:
         raise LearnerFileError(ends_the_program(error, path, f"in the check {check.what!r}")) \
             from None
+    except OutOfTime:
+        raise
     except Exception as error:
         return Measured(False, None, in_one_line(error, path))
 
@@ -280,7 +284,8 @@ def first_nan(check, path, seconds):
     functions for the first NaN they make, then (if none) for the first inf."""
     for made, raising in (("NaN", dict(invalid="raise")),
                           ("inf", dict(invalid="raise", over="raise", divide="raise"))):
-        with watching.watching("nans", **raising) as found:
+        with watching.watching("nans", **raising) as found, \
+                contextlib.suppress(OutOfTime):
             measured_by(check, path, seconds)
         if found:
             unit, what, error = found[0]
