@@ -168,14 +168,14 @@ def check(exercise, folder):
         return 2
     print(f"Checking {path}: your {' and '.join(exercise.units)} in place of tinyattn's.",
           flush=True)
-    done = []                      # each check's line is printed as soon as it is measured
+    shown, loaded = [], False      # each check's line is printed as soon as it is measured
 
     def printed(check, measured):
-        done.append(check)
+        shown.append(check)
         print(report_line(check, measured), flush=True)
     try:
         functions = load(exercise, path, SECONDS_PER_CHECK)
-        done.append("loaded")
+        loaded = True
         results = run_checks(exercise, functions, path, seconds=SECONDS_PER_CHECK,
                              on_result=printed)
     except LearnerFileError as error:
@@ -183,8 +183,9 @@ def check(exercise, folder):
         record(exercise, folder, "failing")
         return 1
     except KeyboardInterrupt:
-        running = (f"the check {exercise.checks[len(done) - 1].what!r}" if done and
-                   len(done) <= len(exercise.checks) else f"loading {path.name}")
+        running = (f"loading {path.name}" if not loaded else
+                   f"the check {exercise.checks[len(shown)].what!r}"
+                   if len(shown) < len(exercise.checks) else "the checks")
         print(f"  stopped (Ctrl-C) during {running}")
         return 130
     print(summary(results))
