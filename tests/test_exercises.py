@@ -5,13 +5,15 @@ caught, and every mutant recorded as equivalent still is one."""
 import ast
 import random
 
+import numpy as np
 import pytest
 
+import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn import engine
 from tinyattn.ops import elementwise
 from tinyattn.tools.exercises import EXERCISES, cli, mutants
-from tinyattn.tools.exercises.checks import gradient_rows
+from tinyattn.tools.exercises.checks import gradient_rows, matches
 from tinyattn.tools.exercises.cutting import BLANK, source_of, unit_node
 from tinyattn.tools.exercises.exercise import apply_edits
 from tinyattn.tools.exercises.running import load, run_checks
@@ -131,3 +133,106 @@ def test_a_mutant_changes_one_token():
                             "grad + (grad * out).sum(axis=axis, keepdims=True)") for key in keys)
     log_softmax = next(e for e in EXERCISES if e.name == "log_softmax")
     assert any(key.endswith(":: True -> False") for key, _, _ in mutants.mutations(log_softmax))
+
+
+def edited(exercise, *edits):
+    """The solution file with `edits`, and the line (1-based) where the last edit's new text
+    ends."""
+    text = apply_edits(cli.solution_file(exercise), edits)
+    old, new = edits[-1]
+    return text, text[:text.index(new) + len(new)].count("\n") + 1
+
+
+@pytest.mark.parametrize("name, edit, says", [
+    ("mul_div", ("        return (grad * b if self.needs_grad(0) else None,\n"
+                 "                grad * a if self.needs_grad(1) else None)",
+                 "        grad_b = grad * a\n        grad *= b\n        return grad, grad_b"),
+     "Mul.backward wrote into grad (the upstream gradient), which another op may share; make a "
+     "new array instead (`grad_a = grad * b`, not `grad *= b`) (mul_div.py, line {line}"),
+    ("exp_log", ("        return (grad * out,)", "        out *= grad\n        return (out,)"),
+     "Exp.backward wrote into out (self.saved[0]), which forward saved and may be a tensor's own "
+     "data; make a new array instead (`grad_a = grad * b`, not `grad *= b`) (exp_log.py, line "
+     "{line}"),
+    ("flash_forward", ("        L, S, Ev = Q.shape[-2], K.shape[-2], V.shape[-1]",
+                       "        Q *= 1.0\n"
+                       "        L, S, Ev = Q.shape[-2], K.shape[-2], V.shape[-1]"),
+     "FlashAttention.forward wrote into Q (input 0), a tensor's own data; make a new array "
+     "instead (`grad_a = grad * b`, not `grad *= b`) (flash_forward.py, line {line}"),
+])
+def test_a_write_into_an_array_forward_or_backward_was_given_is_named(name, edit, says, tmp_path):
+    """The upstream gradient may be shared (Add passes one array to both inputs) and the saved
+    arrays may be tensors' data: a rule writing into them is right on the checks' inputs alone.
+    The line named is the one with the in-place operator."""
+    exercise = next(e for e in EXERCISES if e.name == name)
+    text = apply_edits(cli.solution_file(exercise), [edit])
+    written = next(code for code in edit[1].splitlines() if " *= " in code)
+    line = text.splitlines().index(written) + 1
+    measured = checked(exercise, text, tmp_path)[0][1]
+    assert not measured.passed and says.format(line=line) in measured.detail, measured.detail
+
+
+@pytest.mark.parametrize("name, edit, blamed", [
+    ("unbroadcast", ("grad.sum(axis=tuple(range(added)) + stretched)",
+                     "grad.sum(axis=tuple(range(added)) + stretched, dtype=float)"), "unbroadcast"),
+    ("attention", ("scores = ops.where(allowed, scores, -math.inf)",
+                   "scores = scores + ops.where(allowed, 0.0, -math.inf)"), "attention_weights"),
+])
+def test_a_wrong_dtype_blames_the_learners_function_not_a_later_op(name, edit, blamed, tmp_path):
+    exercise = next(e for e in EXERCISES if e.name == name)
+    results = checked(exercise, edited(exercise, edit)[0], tmp_path)
+    float32_checks = [m for check, m in results if check.what.startswith("float32 in")]
+    assert float32_checks[0].detail == f"your {blamed} returned float64 for float32 input"
+
+
+def test_a_nan_is_traced_to_the_learners_line_that_made_it(tmp_path):
+    flash = next(e for e in EXERCISES if e.name == "flash_forward")
+    text, line = edited(flash, ("P_ij = np.exp(S_ij - m_safe)", "P_ij = np.exp(S_ij - m_new)"))
+    failed = [m for _, m in checked(flash, text, tmp_path) if not m.passed]
+    assert failed and all(np.isnan(m.error) for m in failed)
+    assert (f"the first NaN came from your FlashAttention.forward (flash_forward.py, line {line}"
+            in failed[0].detail)
+    assert "invalid value encountered in subtract, on (2, 2, 6, 3), (2, 2, 6, 3)" in \
+        failed[0].detail
+    entropy = next(e for e in EXERCISES if e.name == "cross_entropy")
+    text, line = edited(entropy, ("log_softmax(logits, axis=-1)[rows, targets[rows]]",
+                                  "(logits - logits.exp().sum(axis=-1, keepdims=True).log())"
+                                  "[rows, targets[rows]]"))
+    large = next(m for check, m in checked(entropy, text, tmp_path)
+                 if check.what.startswith("logits of size 1e4"))
+    assert (f"the first inf came from your cross_entropy (cross_entropy.py, line {line}"
+            in large.detail) and "overflow encountered in exp" in large.detail
+
+
+def test_a_failing_check_of_several_cases_names_the_worst_and_its_tolerance(tmp_path):
+    check = matches("three cases", lambda: [("first", np.ones(2), np.ones(2)),
+                                            ("second", np.ones(2), np.zeros(2)),
+                                            ("third", np.zeros(1), np.full(1, 0.5))])
+    assert check.measure() == (False, 1.0, "2 of 3 cases fail, the worst 'second'; each held "
+                                           "to 1e-10")
+    attention = next(e for e in EXERCISES if e.name == "attention")
+    text, _ = edited(attention, ("allowed = causal_mask(L, S, allowed)",
+                                 "allowed = causal_mask(L, S, allowed, offset=-1)"))
+    detail = checked(attention, text, tmp_path)[0][1].detail
+    assert detail.endswith("cases fail, the worst 'causal: output'; each held to 1e-10")
+
+
+def test_the_attention_hint_on_the_scale_says_what_numpy_and_tinyattn_do():
+    """A NumPy float64 scalar keeps a float32 tensor float32 in tinyattn (its ops take NumPy
+    scalars as Python numbers, as PyTorch does); a float64 array does not."""
+    hint = next(e for e in EXERCISES if e.name == "attention").hints[1]
+    scores = ta.tensor(np.ones((2, 3), np.float32))
+    assert (scores * np.float64(0.5)).dtype == np.float32
+    assert (scores * np.full((1,), 0.5)).dtype == np.float64
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        assert (scores.data * np.float64(0.5)).dtype == np.float64
+    assert "a float64 array would not" in hint and "plain NumPy 2" in hint
+
+
+def test_flash_attentions_hints_give_the_code_that_passes():
+    """Hints 2 and 3 give the exponents against m_safe, as the code takes them: against m_new, a
+    query whose keys so far were all hidden gets exp(-inf + inf) = NaN (a wrong version)."""
+    flash = next(e for e in EXERCISES if e.name == "flash_forward")
+    _, source, _ = source_of(flash.module)
+    assert "P_ij = exp(S_ij - m_safe)" in flash.hints[1] and "np.exp(S_ij - m_safe)" in source
+    assert "exp(m_old - m_safe)" in flash.hints[2] and "np.exp(m_i - m_safe)" in source
+    assert any("m_new, not m_safe" in wrong.mistake for wrong in flash.wrong_versions)

@@ -13,7 +13,7 @@ import pytest
 
 from tinyattn.tools import cli as tinyattn_cli
 from tinyattn.tools.exercises import BY_NAME, EXERCISES, cli, running, transcript
-from tinyattn.tools.exercises.running import load, run_checks
+from tinyattn.tools.exercises.running import LearnerFileError, load, run_checks
 
 MUL_DIV = BY_NAME["mul_div"]
 
@@ -83,6 +83,11 @@ def test_solution_prints_the_file_and_nothing_else(capsys):
 def test_an_unknown_exercise_or_a_missing_file_is_named(tmp_path, capsys):
     code, out = run(capsys, "exercise", "check", "mul", "--dir", str(tmp_path))
     assert code == 2 and "no exercise named 'mul'" in out
+    _, out = run(capsys, "exercise", "start", "mul-div", "--dir", str(tmp_path))
+    assert "no exercise named 'mul-div'; did you mean mul_div? `python -m tinyattn exercises`" \
+        in out
+    _, out = run(capsys, "exercise", "hint", "flash")
+    assert "did you mean flash_forward or flash_backward?" in out
     code, out = run(capsys, "exercise", "check", "mul_div", "--dir", str(tmp_path))
     assert code == 2 and "exercise start mul_div" in out
 
@@ -107,6 +112,15 @@ BAD_FILES = {     # what the learner's file does: (edit of the blank, what the o
     "a list, not a tuple": (("        raise NotImplementedError\n",
                              "        a, b = self.saved\n        return [grad * b, grad * a]\n"),
                             "TypeError: mul: backward must return a tuple"),
+    "sys.exit() while loading": (("from tinyattn.engine import Function\n",
+                                  "import sys\nfrom tinyattn.engine import Function\nsys.exit()\n"),
+                                 "  FAIL  mul_div.py calls sys.exit() or exit() (mul_div.py, line "
+                                 "{line}, in <module>) while loading: that would end the grader "
+                                 "too, before it says anything; remove the call"),
+    "exit() in a backward": (("        raise NotImplementedError\n", "        exit()\n"),
+                             "  FAIL  mul_div.py calls sys.exit() or exit() (mul_div.py, line "
+                             "{line}, in Mul.backward) in the check 'gradients vs finite "
+                             "differences: 9 rows of the checklist': that would end the grader"),
 }
 
 
@@ -165,12 +179,48 @@ def test_the_qualified_name_is_found_in_the_source_as_python_311_gives_it():
                                       "function.<locals>.inner.<locals>.<lambda>"]
 
 
-def test_a_loop_that_never_ends_is_stopped(tmp_path):
+def test_a_loop_that_never_ends_is_stopped_and_the_checks_after_it_are_not_run(tmp_path):
     path = tmp_path / "mul_div.py"
     path.write_text(cli.learner_file(MUL_DIV).replace(
         "        raise NotImplementedError\n", "        while True:\n            pass\n", 1))
-    results = run_checks(MUL_DIV, load(MUL_DIV, path), path, fail_fast=True, seconds=0.2)
-    assert "stopped after 0.2 s" in results[0][1].detail
+    results = run_checks(MUL_DIV, load(MUL_DIV, path), path, seconds=0.2)
+    assert "stopped after 0.2 s: does every loop of yours end? (mul_div.py, line" in \
+        results[0][1].detail
+    assert [measured.detail for _, measured in results[1:]] == [
+        "not run: the check 'gradients vs finite differences: 9 rows of the checklist' ran out "
+        "of time"] * 2
+    path.write_text(cli.learner_file(MUL_DIV) + "while True:\n    pass\n")
+    with pytest.raises(LearnerFileError, match=r"mul_div.py stopped while loading: stopped after "
+                                               r"0.2 s: does every loop of yours end\? \(mul_div"):
+        load(MUL_DIV, path, seconds=0.2)
+
+
+def test_ctrl_c_says_which_check_was_running(tmp_path, capsys):
+    (tmp_path / "mul_div.py").write_text(cli.learner_file(MUL_DIV).replace(
+        "        raise NotImplementedError\n", "        raise KeyboardInterrupt\n", 1))
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", str(tmp_path))
+    assert code == 130 and out.splitlines()[-1] == (
+        "  stopped (Ctrl-C) during the check 'gradients vs finite differences: 9 rows of the "
+        "checklist'")
+
+
+def test_a_file_that_imports_tinyattns_own_code_over_the_blanks_is_refused(tmp_path, capsys):
+    (tmp_path / "mul_div.py").write_text(cli.learner_file(MUL_DIV, str(tmp_path))
+                                         + "from tinyattn.ops.elementwise import *\n")
+    code, out = run(capsys, "exercise", "check", "mul_div", "--dir", str(tmp_path))
+    assert code == 1 and out.splitlines()[1:] == [
+        "  FAIL  mul_div.py: its Mul.backward comes from tinyattn/ops/elementwise.py, not from "
+        "mul_div.py (an import such as `from tinyattn.ops.elementwise import *` replaced yours): "
+        "only your own code is graded"]
+
+
+def test_the_list_piped_into_head_ends_quietly():
+    """A reader that stops early (`python -m tinyattn exercises | head`): no BrokenPipeError."""
+    with subprocess.Popen([sys.executable, "-m", "tinyattn", "exercises"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as listing:
+        listing.stdout.close()              # before the listing is written: the pipe is broken
+        errors = listing.stderr.read().decode()
+        assert listing.wait(timeout=120) == 1 and errors == ""
 
 
 def test_python_dash_m_runs_a_check_in_a_fresh_process(tmp_path):

@@ -1,6 +1,7 @@
 """The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
 `python -m tinyattn download gpt2` (GPT-2's weights), `python -m tinyattn exercises` and
 `exercise ...` (learning by rewriting the code), `python -m tinyattn view ...` (offline pages)."""
+import os
 import sys
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
@@ -53,5 +54,12 @@ def main(argv):
 
 
 def console_main():
-    """The `tinyattn` console script."""
-    sys.exit(main(sys.argv[1:]))
+    """The `tinyattn` console script. Output cut short by its reader (`... | head`) ends it
+    quietly, as the Python documentation advises for SIGPIPE: no traceback, exit status 1."""
+    try:
+        status = main(sys.argv[1:])
+        sys.stdout.flush()             # a reader gone shows here, rather than at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush
+        status = 1
+    sys.exit(status)

@@ -16,6 +16,8 @@ Read in this order:
     chapter2.py
     running.py     the learner's functions put in place of tinyattn's for one run, the checks
                    run, one line each
+    watching.py    what is watched while the learner's functions run: writes into the arrays
+                   they were given, float32 made float64, where a NaN began
     cli.py         the commands, and the learner's progress (progress.json in the workspace)
     mutants.py     how honest the grader is: single-token mutants of the solutions, and the
                    share of them that the checks catch

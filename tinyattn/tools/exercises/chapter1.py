@@ -69,6 +69,10 @@ MUL_DIV = Exercise(
               (("grad / b if self.needs_grad(0)", "grad * b if self.needs_grad(0)"),)),
         Wrong("dL/db of Div through b^2, which overflows",
               (("-grad * out / b if", "-grad * (out * b) / (b * b) if"),)),
+        Wrong("Mul's dL/da written into grad in place (`grad *= b`), which Add shares",
+              (("        return (grad * b if self.needs_grad(0) else None,\n"
+                "                grad * a if self.needs_grad(1) else None)",
+                "        grad_b = grad * a\n        grad *= b\n        return grad, grad_b"),)),
     ),
 )
 
@@ -106,6 +110,8 @@ EXP_LOG = Exercise(
         Wrong("exp applied again to the saved output",
               (("(grad * out,)", "(grad * np.exp(out),)"),)),
         Wrong("log's derivative as log(a)", (("(grad / a,)", "(grad * np.log(a),)"),)),
+        Wrong("Exp's saved output multiplied by grad in place: the output tensor's own data",
+              (("(grad * out,)", "(np.multiply(out, grad, out=out),)"),)),
     ),
 )
 
@@ -317,12 +323,13 @@ def np_unbroadcast(grad, shape):
 def unbroadcast_pairs():
     shapes = [((2, 3, 4), (3, 1)), ((2, 3, 4), (4,)), ((2, 3, 4), ()), ((2, 3, 4), (1, 1, 1)),
               ((2, 1, 4), (1, 1, 4)), ((5,), (1,)), ((3, 1, 2), (3, 1, 2)),
-              ((3, 1, 4), (1, 1, 1)), ((4, 1, 5), (4, 1, 1))]
+              ((3, 1, 4), (1, 1, 1)), ((4, 1, 5), (4, 1, 1)), ((2, 3, 5, 4), (5, 1))]
     random = np.random.default_rng(0)
     pairs = []
     for grad_shape, shape in shapes:
         grad = random.standard_normal(grad_shape)
-        pairs.append((engine.unbroadcast(grad, shape), np_unbroadcast(grad, shape)))
+        pairs.append((f"grad {grad_shape} to {shape}", engine.unbroadcast(grad, shape),
+                      np_unbroadcast(grad, shape)))
     return pairs
 
 
@@ -332,7 +339,7 @@ UNBROADCAST = Exercise(
     read_first="README, \"Why un-broadcasting sums\"; the top of tinyattn/engine.py; NumPy's "
                "broadcasting rules (shapes are aligned at their last axes)",
     checks=(
-        matches("unbroadcast against NumPy, on 9 pairs of shapes", unbroadcast_pairs),
+        matches("unbroadcast against NumPy, on 10 pairs of shapes", unbroadcast_pairs),
         gradient_rows("add broadcast row", "add broadcast both", "add scalar tensor",
                       "sub broadcast", "mul broadcast", "mul broadcast both", "div broadcast",
                       "pow broadcast", "matmul broadcast batch", "matmul shared left",
@@ -359,6 +366,9 @@ UNBROADCAST = Exercise(
         Wrong("stretched axes counted from grad's front, not after the added axes",
               (("tuple(added + i for i, n in enumerate(shape)",
                 "tuple(i for i, n in enumerate(shape)"),)),
+        Wrong("the sum taken in float64 (dtype=float): float32 gradients become float64",
+              (("grad.sum(axis=tuple(range(added)) + stretched)",
+                "grad.sum(axis=tuple(range(added)) + stretched, dtype=float)"),)),
     ),
 )
 
@@ -384,6 +394,16 @@ class ReturningAList(Function):
 
     def backward(self, grad):
         return [grad]
+
+
+class ReturningAWrongShape(Function):
+    """out = a, with a backward that breaks the rule: a gradient that is not a's shape broadcast."""
+
+    def forward(self, a):
+        return a.copy()
+
+    def backward(self, grad):
+        return (grad[..., :1],)
 
 
 class FirstOnly(Function):
@@ -417,6 +437,27 @@ def used_twice():
     return difference(x.grad, g * (2 * x.data + np.exp(x.data) * (1 + x.data)))
 
 
+def reused_through_several_paths():
+    """(u + v) + u: Add hands one gradient array to both of its inputs, so u's first gradient is
+    v's as well; a sweep that adds u's second one into it in place (`summed += parent_grad`)
+    changes v's too. dL/du = 2 g, dL/dv = g."""
+    (u, v), g = leaves((3,), (3,)), upstream((3,))
+    ((u + v) + u).backward(g)
+    return max(difference(u.grad, 2 * g), difference(v.grad, g))
+
+
+def leaf_gradients_of_their_own():
+    """x + y hands one gradient array to x and y: a sweep that keeps it as both x.grad and y.grad
+    makes the next `x.grad += ...` (a second backward, an optimizer's clipping) change y.grad as
+    well. So each .grad must share no memory with another; after two backward calls, dL/dx =
+    dL/dy = 2 g."""
+    (x, y), g = leaves((3,), (3,)), upstream((3,))
+    (x + y).backward(g)
+    shared = float(np.shares_memory(x.grad, y.grad))
+    (x + y).backward(g)
+    return shared + max(difference(x.grad, 2 * g), difference(y.grad, 2 * g))
+
+
 def each_node_once():
     """A ladder y_k+1 = pass(y_k) + y_k: 2^n paths from the top to x, but n + n nodes; visited
     newest first, each node's backward runs once, and dy/dx = 2^n."""
@@ -441,13 +482,19 @@ def a_long_chain():
 
 
 def gradients_accumulate():
-    (x,) = leaves((3,))
+    """x's gradient adds up over three backward calls; the retained gradients of y and z, each
+    the first input of a product, are theirs alone."""
+    x, w = leaves((3,), (3,))
     (x * 2.0).sum().backward()
     (x * 3.0).sum().backward()
     y = x * 2.0
     y.retain_grad()
     (y * y).sum().backward()
-    return max(difference(x.grad, 5.0 + 8.0 * x.data), difference(y.grad, 2 * y.data))
+    z = x * 3.0
+    z.retain_grad()
+    (z * w).sum().backward()
+    return max(difference(x.grad, 5.0 + 8.0 * x.data + 3.0 * w.data),
+               difference(y.grad, 2 * y.data), difference(z.grad, w.data))
 
 
 def retained_graph():
@@ -484,6 +531,10 @@ BACKWARD_SWEEP = Exercise(
         gradient_rows("add broadcast both", "add number", "index array repeats", "F.cross_entropy",
                       "attention: sdpa, causal", "MultiHeadAttention, self"),
         holds("a tensor used three times gets the sum of its three gradients", used_twice),
+        holds("(u + v) + u: u reached by two paths, v's gradient left as it was",
+              reused_through_several_paths),
+        holds("x + y: x.grad and y.grad are arrays of their own, and add up over two backward "
+              "calls", leaf_gradients_of_their_own, 0),
         gradients("a broadcast input shaped like the output", lambda a, b: (b * a).sum(axis=0),
                   (4,), (3, 4)),
         holds("no gradient for an input an op sends None, nor for a leaf nobody holds",
@@ -499,8 +550,12 @@ BACKWARD_SWEEP = Exercise(
         holds("after backward, a node's saved arrays are released (shapes and axes are kept)",
               saved_arrays_released, 0),
         raises("a backward returning a list, not a tuple, is named",
-               lambda: ReturningAList.apply(leaves((2,))[0]).sum().backward(), TypeError,
-               "returning_a_list: backward must return a tuple", "it returned a list"),
+               lambda: (ReturningAList.apply(leaves((2,))[0]) * leaves((2,))[0]).sum().backward(),
+               TypeError, "returning_a_list: backward must return a tuple", "it returned a list"),
+        raises("a backward returning a gradient of another shape is named",
+               lambda: (ReturningAWrongShape.apply(leaves((2, 3))[0]) * 2.0).sum().backward(),
+               RuntimeError, "returning_a_wrong_shape: backward returned a gradient of shape "
+                             "(2, 1) for an input of shape (2, 3)"),
     ),
     hints=(
         "Re-read the top of engine.py: a node is visited only once every op that used its output "
@@ -533,6 +588,11 @@ BACKWARD_SWEEP = Exercise(
         Wrong("saved arrays released even when retain_graph is asked for",
               (("if node.saved and node.saves_arrays and not retain_graph:",
                 "if node.saved and node.saves_arrays:"),)),
+        Wrong("a second gradient added in place, into an array another node may hold",
+              (("pending[parent] = summed + parent_grad", "summed += parent_grad"),)),
+        Wrong("a leaf's gradient kept as the very array the sweep was handed",
+              (("_accumulate(leaf, grad)",
+                "leaf.grad = grad if leaf.grad is None else leaf.grad + grad"),)),
     ),
 )
 
@@ -623,6 +683,10 @@ SOFTMAX = Exercise(
                 "out * (1 - out) * grad"),)),
         Wrong("the sum over the axis without keepdims",
               (("(grad * out).sum(axis=axis, keepdims=True)", "(grad * out).sum(axis=axis)"),)),
+        Wrong("the subtraction done in place, in grad",
+              (("return (out * (grad - (grad * out).sum(axis=axis, keepdims=True)),)",
+                "grad -= (grad * out).sum(axis=axis, keepdims=True)\n"
+                "        return (out * grad,)"),)),
     ),
 )
 
@@ -839,7 +903,7 @@ def cross_entropy_outputs():
     pairs = []
     for shape, targets in CROSS_ENTROPY_CASES:
         logits = random.standard_normal(shape)
-        pairs.append((F.cross_entropy(ta.tensor(logits), np.array(targets)),
+        pairs.append((f"logits {shape}", F.cross_entropy(ta.tensor(logits), np.array(targets)),
                       np_cross_entropy(logits, np.array(targets))))
     return pairs
 
@@ -853,6 +917,32 @@ def cross_entropy_gradient():
     return [(logits.grad, expected / 4)]
 
 
+def large_logits():
+    """Logits of size 1e4: e^logit overflows (to inf, or to 0 below -745), unless each row is
+    shifted by its maximum first, as log_softmax does. The loss and dL/dlogits against NumPy."""
+    random = np.random.default_rng(3)
+    data, targets = 1e4 * random.standard_normal((4, 5)), np.array([1, 0, 4, 2])
+    logits = ta.tensor(data, requires_grad=True)
+    loss = F.cross_entropy(logits, targets)
+    loss.backward()
+    expected = np_softmax(data)
+    expected[np.arange(4), targets] -= 1
+    return [("the loss", loss, np_cross_entropy(data, targets)),
+            ("dL/dlogits", logits.grad, expected / 4)]
+
+
+def other_ignore_indices():
+    """The targets equal to ignore_index are left out, whatever it is: -1, and 2 (a class)."""
+    random = np.random.default_rng(4)
+    pairs = []
+    for ignore_index, targets in ((-1, [[1, -1, 3], [0, 2, -1]]), (2, [[1, 2, 3], [0, 2, 2]])):
+        logits, targets = random.standard_normal((2, 4, 3)), np.array(targets)
+        pairs.append((f"ignore_index={ignore_index}",
+                      F.cross_entropy(ta.tensor(logits), targets, ignore_index=ignore_index),
+                      np_cross_entropy(logits, targets, ignore_index)))
+    return pairs
+
+
 CROSS_ENTROPY = Exercise(
     "cross_entropy", 1, "cross-entropy: classes on axis 1, ignored targets",
     "tinyattn.functional.basics", ("cross_entropy",),
@@ -862,6 +952,9 @@ CROSS_ENTROPY = Exercise(
         matches("the loss vs NumPy: logits (C,), (N, C), (N, C, d) and (N, C, d1, d2)",
                 cross_entropy_outputs),
         matches("dL/dlogits = (softmax - one_hot) / N", cross_entropy_gradient),
+        matches("logits of size 1e4: the loss and dL/dlogits vs NumPy, finite", large_logits,
+                1e-8),
+        matches("ignore_index = -1 and = 2: those targets left out", other_ignore_indices),
         gradient_rows("F.cross_entropy", "F.cross_entropy (N, C, d), ignore_index"),
         float32(lambda logits: F.cross_entropy(logits, np.array([[1, 2], [0, 1]])), (2, 3, 2)),
     ),
@@ -892,6 +985,12 @@ CROSS_ENTROPY = Exercise(
         Wrong("(N, C, d) logits reshaped without moving the classes last",
               (("logits = logits.transpose(0, *range(2, logits.ndim), 1)",
                 "logits = logits.swapaxes(1, -1)"),)),
+        Wrong("ignore_index hard-coded to -100",
+              (("targets != ignore_index", "targets != -100"),)),
+        Wrong("log-softmax written out without shifting by the maximum: e^1e4 overflows",
+              (("log_softmax(logits, axis=-1)[rows, targets[rows]]",
+                "(logits - logits.exp().sum(axis=-1, keepdims=True).log())"
+                "[rows, targets[rows]]"),)),
     ),
 )
 
@@ -909,24 +1008,27 @@ def attention_outputs():
     q, k, v = (random.standard_normal(shape) for shape in QKV)
     bias = random.standard_normal((3, 5))
     causal = np.tril(np.ones((3, 5), bool))
-    cases = [({}, {}), (dict(attn_mask=MASK), dict(allowed=MASK)),
-             (dict(is_causal=True), dict(allowed=causal)),
-             (dict(attn_mask=MASK, is_causal=True), dict(allowed=MASK & causal)),
-             (dict(scale=1.0), dict(scale=1.0))]
+    cases = [("plain", {}, {}),
+             ("a boolean mask, a query without keys", dict(attn_mask=MASK), dict(allowed=MASK)),
+             ("causal", dict(is_causal=True), dict(allowed=causal)),
+             ("mask and causal", dict(attn_mask=MASK, is_causal=True), dict(allowed=MASK & causal)),
+             ("unscaled", dict(scale=1.0), dict(scale=1.0))]
     pairs = []
-    for kwargs, np_kwargs in cases:
+    for case, kwargs, np_kwargs in cases:
         out, weights = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), **kwargs)
         expected, expected_weights = np_attention(q, k, v, **np_kwargs)
         if "allowed" in np_kwargs:      # NumPy gives NaN for a row without keys: zeros here
             empty = ~np_kwargs["allowed"].any(axis=-1)
             expected[:, empty], expected_weights[:, empty] = 0.0, 0.0
-        pairs += [(out, expected), (weights, expected_weights)]
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: weights", weights, expected_weights)]
     out, _ = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), attn_mask=bias)
     scores = q @ np.swapaxes(k, -1, -2) / 2.0 + bias
-    pairs.append((out, np_softmax(scores) @ v))
+    pairs.append(("a float mask: output", out, np_softmax(scores) @ v))
     q4, k4 = q[:, None], random.standard_normal((1, 3, 5, 4))
     out, _ = F.attention(ta.tensor(q4), ta.tensor(k4), ta.tensor(v[:, None]))
-    pairs.append((out, np_attention(q4, k4, v[:, None])[0]))
+    pairs.append(("batch axes that broadcast: output", out,
+                  np_attention(q4, k4, v[:, None])[0]))
     return pairs
 
 
@@ -938,7 +1040,7 @@ def attention_with_dropout():
     out, weights = F.attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), dropout_p=0.5)
     ta.manual_seed(0)
     dropped = F.dropout(ta.tensor(np_attention(q, k, v)[1]), 0.5).data
-    return [(weights, dropped), (out, dropped @ v)]
+    return [("weights", weights, dropped), ("output", out, dropped @ v)]
 
 
 def causal_gradients_above_the_diagonal(attend):
@@ -983,8 +1085,10 @@ ATTENTION = Exercise(
         "Re-read the top of scaled_dot_product.py: scores = query @ key^T * scale, weights = "
         "softmax(scores + mask) (attention_weights), output = weights @ value (attention); and "
         "scaled_dot_product_attention's docstring for what the masks mean.",
-        "scale defaults to 1 / sqrt(E), as a Python float (a NumPy float64 would turn float32 "
-        "attention into float64). `.mT` transposes a batch of keys.",
+        "scale defaults to 1 / sqrt(E), a number: a Python float, or a NumPy scalar, which "
+        "tinyattn's ops take as a Python number (plain NumPy 2 would make float32 times a float64 "
+        "scalar float64), so either keeps float32 attention float32; a float64 array would not. "
+        "`.mT` transposes a batch of keys.",
         "split_mask turns attn_mask into a boolean mask and an additive one; with is_causal, "
         "causal_mask(L, S, allowed) ands the causal mask in.",
         "Add the additive mask to the scores; hide the pairs the boolean mask forbids *before* "
@@ -1008,6 +1112,9 @@ ATTENTION = Exercise(
                 "allowed = causal_mask(L, S, allowed, offset=-1)"),)),
         Wrong("softmax over the queries, not the keys",
               (("softmax(scores, axis=-1)", "softmax(scores, axis=-2)"),)),
+        Wrong("the mask added as a float64 array of 0 and -inf: float32 scores become float64",
+              (("scores = ops.where(allowed, scores, -math.inf)",
+                "scores = scores + ops.where(allowed, 0.0, -math.inf)"),)),
     ),
 )
 
@@ -1020,15 +1127,17 @@ def multi_head_outputs():
                          ((2, 4, 12), (2, 6, 12), (2, 6, 12)))
     padding = np.array([True, True, True, False])[None, None, None, :]
     causal = np.tril(np.ones((4, 4), bool))
-    cases = [((x,), {}, (x, x, x), None),
-             ((x, memory), {}, (x, memory, memory), None),
-             ((x, memory, values), {}, (x, memory, values), None),
-             ((x,), dict(attn_mask=padding, is_causal=True), (x, x, x), (padding & causal)[:, 0])]
+    cases = [("self", (x,), {}, (x, x, x), None),
+             ("cross", (x, memory), {}, (x, memory, memory), None),
+             ("cross, key != value", (x, memory, values), {}, (x, memory, values), None),
+             ("causal with padding", (x,), dict(attn_mask=padding, is_causal=True), (x, x, x),
+              (padding & causal)[:, 0])]
     pairs = []
-    for inputs, kwargs, np_inputs, allowed in cases:
+    for case, inputs, kwargs, np_inputs, allowed in cases:
         out, weights = layer(*map(ta.tensor, inputs), **kwargs)
         expected, expected_weights = np_multi_head_attention(layer, *np_inputs, allowed=allowed)
-        pairs += [(out, expected), (weights, expected_weights)]
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: weights", weights, expected_weights)]
     return pairs
 
 
@@ -1050,14 +1159,14 @@ def cache_equals_whole():
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
     padding = np.array([[True, False, True, True, True], [True, True, True, False, True]])
     pairs = []
-    for mask in (np.ones((2, 5), bool), padding):
+    for case, mask in (("causal", np.ones((2, 5), bool)), ("causal with padding", padding)):
         allowed = mask[:, None, None, :] & np.tril(np.ones((5, 5), bool))     # (B, 1, L, S)
         whole, _ = layer(x, attn_mask=allowed)
         cache, steps = nn.KVCache(layer), []
         for start, stop in ((0, 2), (2, 3), (3, 5)):
             with cache.attached():
                 steps.append(layer(x[:, start:stop], attn_mask=allowed[..., start:stop, :stop])[0])
-        pairs.append((ta.concatenate(steps, axis=1), whole))
+        pairs.append((case, ta.concatenate(steps, axis=1), whole))
     return pairs
 
 

@@ -38,13 +38,16 @@ def np_sinusoidal(length, dim):
 
 
 def sinusoidal_tables():
-    pairs = [(F.sinusoidal_positions(length, dim), np_sinusoidal(length, dim))
+    pairs = [(f"the table of {length} positions, width {dim}", F.sinusoidal_positions(length, dim),
+              np_sinusoidal(length, dim))
              for length, dim in ((7, 8), (5, 7), (1, 1), (0, 4), (40, 16), (3, 2))]
-    pairs += [(positions.frequencies(dim, base), base ** (-np.arange(0, dim, 2) / dim))
+    pairs += [(f"frequencies({dim}, {base:g})", positions.frequencies(dim, base),
+               base ** (-np.arange(0, dim, 2) / dim))
               for dim, base in ((8, 10000.0), (7, 10000.0), (6, 100.0))]
     encoding = nn.PositionalEncoding(6, max_len=8)
     x = np.random.default_rng(0).standard_normal((2, 5, 6))
-    pairs.append((encoding(ta.tensor(x), offset=3), x + np_sinusoidal(8, 6)[3:8]))
+    pairs.append(("PositionalEncoding, offset 3", encoding(ta.tensor(x), offset=3),
+                  x + np_sinusoidal(8, 6)[3:8]))
     return pairs
 
 
@@ -150,13 +153,16 @@ def np_causal(L, S, offset=0):
 
 
 def causal_masks():
-    pairs = [(sdpa.causal_mask(L, S, offset=offset), np_causal(L, S, offset))
+    pairs = [(f"L = {L}, S = {S}, offset {offset}", sdpa.causal_mask(L, S, offset=offset),
+              np_causal(L, S, offset))
              for L, S, offset in ((4, 4, 0), (3, 5, 0), (5, 3, 0), (2, 6, 4), (1, 7, 6), (3, 3, 2))]
     random = np.random.default_rng(0)
     allowed = random.random((2, 1, 4, 6)) < 0.7
-    pairs.append((sdpa.causal_mask(4, 6, allowed, offset=2), allowed & np_causal(4, 6, 2)))
+    pairs.append(("and-ed with a boolean mask (2, 1, 4, 6), offset 2",
+                  sdpa.causal_mask(4, 6, allowed, offset=2), allowed & np_causal(4, 6, 2)))
     bias = random.standard_normal((3, 4, 6))
-    pairs.append((sdpa.causal_mask(4, 6, bias, offset=1),
+    pairs.append(("added to a float mask (3, 4, 6), offset 1",
+                  sdpa.causal_mask(4, 6, bias, offset=1),
                   np.where(np_causal(4, 6, 1), bias, -np.inf)))
     return pairs
 
@@ -181,7 +187,7 @@ def model_cache_equals_whole():
         ids = np.random.default_rng(1).integers(0, 9, (2, 6))
         cache = model.empty_cache()
         steps = [model(ids[:, start:stop], cache=cache) for start, stop in ((0, 3), (3, 4), (4, 6))]
-        pairs.append((ta.concatenate(steps, axis=1), model(ids)))
+        pairs.append((positional, ta.concatenate(steps, axis=1), model(ids)))
     return pairs
 
 
@@ -262,6 +268,12 @@ def np_flash_reference(q, k, v, is_causal=False, scale=None, block_size=None):
     return np.exp(scores - logsumexp[..., None]) @ v, logsumexp
 
 
+def flash_case(shapes, kwargs):
+    """"query (2, 5, 3), key (2, 5, 3), block_size=2": which input a case was."""
+    return ", ".join([f"query {shapes[0]}", f"key {shapes[1]}"] +
+                     [f"{name}={value}" for name, value in kwargs.items()])
+
+
 def flash_outputs():
     """Flash's output, and the logsumexp it saves for backward, against plain attention."""
     pairs = []
@@ -269,7 +281,10 @@ def flash_outputs():
         q, k, v = leaves(*shapes)
         out = F.flash_attention(q, k, v, **kwargs)
         expected, logsumexp = np_flash_reference(q.data, k.data, v.data, **kwargs)
-        pairs += [(out, expected), (out._node.saved[4], np.broadcast_to(logsumexp, out.shape[:-1]))]
+        case = flash_case(shapes, kwargs)
+        pairs += [(f"{case}: output", out, expected),
+                  (f"{case}: logsumexp", out._node.saved[4],
+                   np.broadcast_to(logsumexp, out.shape[:-1]))]
     return pairs
 
 
@@ -301,6 +316,11 @@ def per_head_layout():
 FLASH_ROWS = ("attention: flash", "attention: flash, causal", "attention: flash, causal, L > S",
               "attention: flash, causal, L < S", "attention: flash, L != S, scale=1",
               "attention: flash, causal, broadcast batch", "attention: flash, causal, block 1")
+HIDDEN_BLOCKS = gradient_rows(
+    "block-sparse = SDPA under its layout's mask: an empty row",
+    "block-sparse = SDPA under its layout's mask: a layout per head, broadcast batch")._replace(
+    what="blocks that hide every key from some queries (block-sparse layouts): output and "
+         "gradients = SDPA under the mask, no NaN")
 
 
 FLASH_FORWARD = Exercise(
@@ -317,6 +337,7 @@ FLASH_FORWARD = Exercise(
                 "attention under the mask", per_head_layout),
         gradient_rows(*FLASH_ROWS)._replace(
             what="gradients (the given backward, from what your forward saved): 7 rows"),
+        HIDDEN_BLOCKS,
         float32(lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=2),
                 (2, 5, 3), (2, 5, 3), (2, 5, 4)),
     ),
@@ -324,12 +345,15 @@ FLASH_FORWARD = Exercise(
         "Re-read the docstring's Forward: for each block of queries, walk the key blocks keeping "
         "per query the running maximum m, the running sum l of exp(score - m), and an output O_i "
         "not yet divided by l.",
-        "For each visible key block: S_ij from block_scores, m_new = max(m, row max of S_ij), "
-        "P_ij = exp(S_ij - m_new). Walk only the key blocks `visited_pairs` marks for this block "
-        "of queries.",
+        "For each visible key block: S_ij from block_scores, m_new = max(m, row max of S_ij). "
+        "A query that has seen no key yet (a layout may hide a whole block from it) has m_new = "
+        "-inf, and exp(-inf - (-inf)) is NaN: take the exponents against m_safe, m_new with -inf "
+        "put to 0, so P_ij = exp(S_ij - m_safe) is 0 there. Walk only the key blocks "
+        "`visited_pairs` marks for this block of queries.",
         "When the maximum grows, what was gathered against the old one is too large by "
-        "e^(m_new - m_old): multiply l and O_i by exp(m_old - m_new) before adding this block's "
-        "sum of P_ij and P_ij @ V_j (the paper's line 10, without its misprinted inverse).",
+        "e^(m_new - m_old): multiply l and O_i by exp(m_old - m_safe) (0 while no key was seen) "
+        "before adding this block's sum of P_ij and P_ij @ V_j (the paper's line 10, without its "
+        "misprinted inverse).",
         "After the last key block divide O_i by l once (l = 0 only where a query saw no key: "
         "use 1 there), and save logsumexp = m + log l per query (+inf where no key was seen, so "
         "that backward's exp(S - logsumexp) is 0), with Q, K, V, O and the settings, in the "
@@ -355,6 +379,9 @@ FLASH_FORWARD = Exercise(
         Wrong("the logsumexp saved without the maximum: log l only",
               (("m_i + np.log(l_i))[..., 0]", "np.log(l_i))[..., 0]"),)),
         Wrong("the running maximum never updated", (("m_i = m_new  ", "pass  "),)),
+        Wrong("exponents against m_new, not m_safe: NaN where a block hides all of a query's keys",
+              (("P_ij = np.exp(S_ij - m_safe)", "P_ij = np.exp(S_ij - m_new)"),
+               ("rescale = np.exp(m_i - m_safe)", "rescale = np.exp(m_i - m_new)"))),
     ),
 )
 
@@ -368,7 +395,8 @@ def flash_gradients_equal_plain():
                                       leaves(*shapes))
         plain = outputs_and_gradients(lambda q, k, v: F.scaled_dot_product_attention(
             q, k, v, is_causal=kwargs.get("is_causal", False)), leaves(*shapes))
-        pairs += list(zip(flash[1:], plain[1:]))
+        pairs += [(f"{flash_case(shapes, kwargs)}: {name}", got, expected)
+                  for name, got, expected in zip(("dQ", "dK", "dV"), flash[1:], plain[1:])]
     return pairs
 
 
@@ -383,6 +411,7 @@ FLASH_BACKWARD = Exercise(
         gradient_rows(*FLASH_ROWS),
         matches("dQ, dK, dV equal plain attention's (causal, and L != S)",
                 flash_gradients_equal_plain),
+        HIDDEN_BLOCKS,
         holds("causal: no gradient reaches a key or value after the query",
               causal_gradients_above_the_diagonal(
                   lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size=2)), 0),
@@ -440,7 +469,8 @@ def chunked_outputs():
         q, k, v = (x.data for x in leaves(*shapes))
         out = F.linear_attention(ta.tensor(q), ta.tensor(k), ta.tensor(v), is_causal=True,
                                  eps=eps, chunk_size=chunk_size)
-        pairs.append((out, np_causal_linear(q, k, v, eps)[0]))
+        pairs.append((f"query {shapes[0]}, key {shapes[1]}, chunks of {chunk_size}, eps {eps:g}",
+                      out, np_causal_linear(q, k, v, eps)[0]))
     return pairs
 
 
@@ -502,8 +532,10 @@ def steps_and_states():
         for t in range(q.shape[-2]):
             out, state = F.linear_attention_step(ta.tensor(q[..., t, :]), ta.tensor(k[..., t, :]),
                                                  ta.tensor(v[..., t, :]), state)
-            pairs += [(out, expected[..., t, :]), (state[0], S[..., t, :, :]),
-                      (state[1], z[..., t, :])]
+            pairs += [(f"query {shapes[0]}, step {t}: {name}", got, expected)
+                      for name, got, expected in (("output", out, expected[..., t, :]),
+                                                  ("S", state[0], S[..., t, :, :]),
+                                                  ("z", state[1], z[..., t, :]))]
     return pairs
 
 
@@ -580,7 +612,9 @@ def experts_outputs():
         layer = experts_layer(top_k)
         out = layer(ta.tensor(x))
         expected, aux_loss, chosen = np_experts(layer, x)
-        pairs += [(out, expected), (layer.aux_loss, aux_loss), (layer.selected_experts, chosen)]
+        pairs += [(f"top-{top_k}: output", out, expected),
+                  (f"top-{top_k}: aux_loss", layer.aux_loss, aux_loss),
+                  (f"top-{top_k}: selected_experts", layer.selected_experts, chosen)]
     return pairs
 
 
@@ -611,6 +645,23 @@ def experts_see_their_own_tokens():
     return error
 
 
+def tied_routing():
+    """Router logits that tie: experts 1 and 3 get a router row of zeros, so their logits are 0
+    for every token (a tie whenever experts 0 and 2 score below 0), and a token of zeros ties all
+    four. Ties go to the lower expert id, where a stable argsort of -logits puts them."""
+    x = np.random.default_rng(5).standard_normal((2, 4, 6))
+    x[0, 0] = 0.0
+    pairs = []
+    for top_k in (1, 2):
+        layer = experts_layer(top_k)
+        layer.router.weight.data[[1, 3]] = 0.0
+        out = layer(ta.tensor(x))
+        expected, _, chosen = np_experts(layer, x)
+        pairs += [(f"top-{top_k}: selected_experts", layer.selected_experts, chosen),
+                  (f"top-{top_k}: output", out, expected)]
+    return pairs
+
+
 EXPERTS = Exercise(
     "experts", 2, "a mixture of experts: top-k routing, each expert on its own tokens",
     "tinyattn.nn.experts", ("MixtureOfExperts.forward",),
@@ -620,6 +671,8 @@ EXPERTS = Exercise(
         matches("outputs, aux_loss and selected_experts vs every expert on every token in "
                 "NumPy, top-1, 2 and 3", experts_outputs),
         holds("each expert runs once, on exactly its own tokens", experts_see_their_own_tokens, 0),
+        matches("tied router logits: ties go to the lower expert id, as a stable argsort puts "
+                "them", tied_routing),
         gradient_rows("MixtureOfExperts top-1, fixed routing",
                       "MixtureOfExperts top-2, fixed routing"),
         float32(experts_with_aux_loss, (2, 3, 6)),
@@ -651,6 +704,9 @@ EXPERTS = Exercise(
         Wrong("the experts' outputs left in expert order, not put back in token order",
               (("grouped[np.argsort(np.concatenate(slots))]", "grouped"),)),
         Wrong("aux_loss without the factor n", (("self.aux_loss = n * (", "self.aux_loss = ("),)),
+        Wrong("the k largest by an ascending argsort read backwards: ties go to the higher id",
+              (('np.argsort(-logits.data, axis=-1, kind="stable")[:, :k]',
+                'np.argsort(logits.data, axis=-1, kind="stable")[:, ::-1][:, :k]'),)),
     ),
 )
 

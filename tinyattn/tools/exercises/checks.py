@@ -4,7 +4,8 @@ rule must keep. The catalogue (chapter1.py, chapter2.py) builds its checks from 
 
 Every check builds its inputs when it runs and looks tinyattn's functions up when it runs, so that
 what runs is the learner's code put in place of tinyattn's (running.py), never a reference kept
-from before.
+from before. A check of several cases that fails names the worst one and the tolerance each was
+held to.
 """
 import numpy as np
 
@@ -12,6 +13,7 @@ import tinyattn as ta
 from tinyattn.tools import checklist
 from tinyattn.tools.checklist.cases import fused_and_composed, op_check, op_inputs
 from tinyattn.tools.exercises.exercise import Check, Measured
+from tinyattn.tools.exercises.watching import watching
 from tinyattn.gradient_check import compare_gradients
 
 TOLERANCE = 1e-10        # outputs in float64 against NumPy: the same arithmetic, rounded otherwise
@@ -47,7 +49,7 @@ def gradient_rows(*names):
     """Check: the gradients of these checklist rows against finite differences, judged as
     `python -m tinyattn check` judges them."""
     def measure():
-        return judged_rows((name, *row_numbers(name)) for name in names)
+        return judged_rows([(name, *row_numbers(name)) for name in names])
     rows = f"row {names[0]!r}" if len(names) == 1 else f"{len(names)} rows"
     return Check(f"gradients vs finite differences: {rows} of the checklist", measure)
 
@@ -64,14 +66,18 @@ def gradients(what, fn, *shapes):
 
 def judged_rows(rows):
     """Measured for [(name, numbers, reference numbers)], judged as the checklist judges."""
-    worst, largest, passed, count = "", 0.0, True, 0
+    worst, largest, failed, count = "", 0.0, [], 0
     for name, got, reference in rows:
         result = checklist.judged(name, "", got, reference)
-        passed &= result.passed
+        failed += [] if result.passed else [name]
         count += result.compared
         if not result.max_abs <= largest:       # NaN counts as the worst
             worst, largest = name, result.max_abs
-    return Measured(passed, largest, f"worst row {worst!r}, of {count} numbers")
+    if not failed:
+        return Measured(True, largest, f"worst row {worst!r}, of {count} numbers")
+    return Measured(False, largest, f"{len(failed)} of {len(rows)} rows fail, the worst {worst!r}"
+                                    f", of {count} numbers; held to |error| <= "
+                                    f"{checklist.ATOL:g} + {checklist.RTOL:g} |reference|")
 
 
 def forward_rows(*names):
@@ -85,7 +91,8 @@ def forward_rows(*names):
             error = difference(got, case.reference(*arrays))
             if not error <= largest:
                 worst, largest = name, error
-        return Measured(largest <= TOLERANCE, largest, f"worst row {worst!r}")
+        held = "" if largest <= TOLERANCE else f"; each held to {TOLERANCE:g}"
+        return Measured(largest <= TOLERANCE, largest, f"worst row {worst!r}{held}")
     return Check(f"outputs vs NumPy: {len(names)} rows of the checklist", measure)
 
 
@@ -114,15 +121,34 @@ class WrongShape(ValueError):
 
 
 def matches(what, pairs, tolerance=TOLERANCE):
-    """Check: `pairs()` gives [(got, expected), ...] (tensors or arrays); every got is expected
-    to `tolerance`."""
+    """Check: `pairs()` gives [(case, got, expected), ...] (tensors or arrays; a case is a few
+    words saying which input it was, or the pair is (got, expected) and numbered); every got is
+    expected to `tolerance`. A failure names how many cases failed, and the worst."""
     def measure():
-        try:
-            error = largest(difference(got, expected) for got, expected in pairs())
-        except WrongShape as wrong:
-            return Measured(False, None, str(wrong))
-        return Measured(error <= tolerance, error)
+        cases = named_cases(pairs())
+        errors = []
+        for case, got, expected in cases:
+            try:
+                errors.append(difference(got, expected))
+            except WrongShape as wrong:
+                return Measured(False, None, f"case {case!r}: {wrong}")
+        error = largest(errors)
+        if error <= tolerance:
+            return Measured(True, error)
+        if len(cases) == 1:
+            return Measured(False, error, f"held to {tolerance:g}")
+        failed = [case for (case, _, _), e in zip(cases, errors) if not e <= tolerance]
+        worst = next(case for (case, _, _), e in zip(cases, errors) if e == error or np.isnan(e))
+        return Measured(False, error, f"{len(failed)} of {len(cases)} cases fail, the worst "
+                                      f"{worst!r}; each held to {tolerance:g}")
     return Check(what, measure)
+
+
+def named_cases(pairs):
+    """[(case, got, expected)] from pairs that are named, or numbered ("#3 of 10")."""
+    pairs = list(pairs)
+    return [pair if len(pair) == 3 else (f"#{i + 1} of {len(pairs)}", *pair)
+            for i, pair in enumerate(pairs)]
 
 
 def leaves(*shapes, dtype=np.float64, seed=0, domain="normal"):
@@ -155,8 +181,11 @@ def float32(fn, *shapes, domain="normal"):
     own dtype), and within FLOAT32_TOLERANCE of the float64 numbers (relative to their largest)."""
     def measure():
         inputs = leaves(*shapes, dtype=np.float32, domain=domain)
-        upcast = upcasts_on_the_way(fn, inputs)
-        single = outputs_and_gradients(fn, inputs)
+        with watching("upcasts") as yours:        # the learner's functions that made float64
+            upcast = upcasts_on_the_way(fn, inputs)
+            single = outputs_and_gradients(fn, inputs)
+        if yours:
+            return Measured(False, None, yours[0])
         double = outputs_and_gradients(fn, leaves(*shapes, domain=domain))
         upcast += [f"{'an output' if i < len(single) - len(inputs) else 'a gradient'} is "
                    f"{a.dtype}" for i, a in enumerate(single) if a.dtype != np.float32]
@@ -164,7 +193,9 @@ def float32(fn, *shapes, domain="normal"):
             return Measured(False, None, f"{upcast[0]}, not float32")
         error = largest(difference(a, b) / max(1.0, float(np.abs(b).max(initial=0)))
                         for a, b in zip(single, double))
-        return Measured(error <= FLOAT32_TOLERANCE, error)
+        held = "" if error <= FLOAT32_TOLERANCE else \
+            f"held to {FLOAT32_TOLERANCE:g}, relative to the largest float64 number"
+        return Measured(error <= FLOAT32_TOLERANCE, error, held)
     return Check("float32 in, float32 out (gradients too), close to float64", measure)
 
 
@@ -193,7 +224,8 @@ def holds(what, measure_error, tolerance=TOLERANCE):
             error = float(measure_error())
         except WrongShape as wrong:
             return Measured(False, None, str(wrong))
-        return Measured(error <= tolerance, error)
+        return Measured(error <= tolerance, error,
+                        "" if error <= tolerance else f"held to {tolerance:g}")
     return Check(what, measure)
 
 

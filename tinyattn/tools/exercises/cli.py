@@ -8,6 +8,7 @@ progress.json beside them: for each exercise started, its state (started, failin
 how many hints were shown. Nothing is written into tinyattn.
 """
 import argparse
+import difflib
 import json
 import pathlib
 import sys
@@ -15,7 +16,8 @@ import textwrap
 
 from tinyattn.tools.exercises import BY_NAME, EXERCISES
 from tinyattn.tools.exercises.cutting import compose
-from tinyattn.tools.exercises.running import LearnerFileError, load, report, run_checks
+from tinyattn.tools.exercises.running import (LearnerFileError, load, report_line, run_checks,
+                                              summary)
 
 WORKSPACE = "tinyattn-exercises"
 SECONDS_PER_CHECK = 30       # a learner's loop that never ends is stopped, and told so
@@ -125,11 +127,21 @@ def main(argv=()):
     args = parser.parse_args(argv)
     exercise = BY_NAME.get(args.name)
     if exercise is None:
+        near = similar_names(args.name)
         print(f"python -m tinyattn exercise: no exercise named {args.name!r}; "
-              "`python -m tinyattn exercises` lists them", file=sys.stderr)
+              + (f"did you mean {' or '.join(near)}? " if near else "")
+              + "`python -m tinyattn exercises` lists them", file=sys.stderr)
         return 2
     return {"start": start, "check": check, "hint": hint, "solution": solution}[args.action](
         exercise, args.dir)
+
+
+def similar_names(name, count=3):
+    """The exercises' names that look like a misspelled `name`: close ones, then those that
+    contain it."""
+    close = difflib.get_close_matches(name.replace("-", "_"), BY_NAME, n=count, cutoff=0.6)
+    containing = [other for other in BY_NAME if name.lower() in other and other not in close]
+    return (close + containing)[:count]
 
 
 def start(exercise, folder):
@@ -154,15 +166,29 @@ def check(exercise, folder):
         print(f"There is no {path}: start the exercise with `python -m tinyattn exercise start "
               f"{exercise.name}`.")
         return 2
-    print(f"Checking {path}: your {' and '.join(exercise.units)} in place of tinyattn's.")
+    print(f"Checking {path}: your {' and '.join(exercise.units)} in place of tinyattn's.",
+          flush=True)
+    shown, loaded = [], False      # each check's line is printed as soon as it is measured
+
+    def printed(check, measured):
+        shown.append(check)
+        print(report_line(check, measured), flush=True)
     try:
-        functions = load(exercise, path)
+        functions = load(exercise, path, SECONDS_PER_CHECK)
+        loaded = True
+        results = run_checks(exercise, functions, path, seconds=SECONDS_PER_CHECK,
+                             on_result=printed)
     except LearnerFileError as error:
         print(f"  FAIL  {error}")
         record(exercise, folder, "failing")
         return 1
-    results = run_checks(exercise, functions, path, seconds=SECONDS_PER_CHECK)
-    print("\n".join(report(results)))
+    except KeyboardInterrupt:
+        running = (f"loading {path.name}" if not loaded else
+                   f"the check {exercise.checks[len(shown)].what!r}"
+                   if len(shown) < len(exercise.checks) else "the checks")
+        print(f"  stopped (Ctrl-C) during {running}")
+        return 130
+    print(summary(results))
     if all(measured.passed for _, measured in results):
         record(exercise, folder, "passing")
         print(f"Passing. tinyattn's own version: `python -m tinyattn exercise solution "

@@ -3,6 +3,11 @@ the classic wrong versions that its checks must catch."""
 from typing import Callable, NamedTuple
 
 
+class Worded(Exception):
+    """An error that the grader words itself, for the learner: its message is shown alone,
+    without the class's name."""
+
+
 class Measured(NamedTuple):
     """What one check found: whether it passed, the largest error (None for a check that measures
     no number, such as a dtype), and a few words on where (the worst row, the wrong dtype)."""

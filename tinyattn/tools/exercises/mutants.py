@@ -156,10 +156,10 @@ def caught(exercise, text, folder):
     path = pathlib.Path(folder) / f"{exercise.name}.py"
     path.write_text(text)
     try:
-        functions = load(exercise, path)
+        results = run_checks(exercise, load(exercise, path, SECONDS), path, fail_fast=True,
+                             seconds=SECONDS)
     except LearnerFileError:
         return True
-    results = run_checks(exercise, functions, path, fail_fast=True, seconds=SECONDS)
     return not all(measured.passed for _, measured in results)
 
 

@@ -8,12 +8,18 @@ Putting a function in place, and taking it out again afterwards, whatever happen
     door, a function table's included, runs the learner's body;
   * any other function (`unbroadcast`) is replaced in every tinyattn module that holds it, and
     in the learner's file, where the learner's other functions call it.
-Each function put in place counts its calls. A check during which the learner's code never ran
-fails: a grader that checked tinyattn's own code instead would be worse than none.
+Each function put in place counts its calls, and runs under the watches of watching.py (writes
+into the arrays it was given, float32 made float64, where a NaN began). A check during which the
+learner's code never ran fails: a grader that checked tinyattn's own code instead would be worse
+than none. For the same reason a file whose functions are not its own (an import put tinyattn's
+in their place) is refused, and so is one that ends the program (sys.exit()) before the checks
+can say anything.
 """
 import ast
 import contextlib
 import importlib
+import math
+import pathlib
 import signal
 import sys
 import threading
@@ -23,20 +29,22 @@ import warnings
 
 import numpy as np
 
-from tinyattn.tools.exercises.exercise import Measured
+import tinyattn
+from tinyattn.tools.exercises import watching
+from tinyattn.tools.exercises.exercise import Measured, Worded
 
 
 class LearnerFileError(Exception):
     """A learner's file that cannot be checked: a syntax error, an error while loading it, a
-    function missing. The message is one line."""
+    function missing or not its own, a call that ends the program. The message is one line."""
 
 
-class OutOfTime(Exception):
+class OutOfTime(Worded):
     """A check that ran past its time limit."""
 
 
-def load(exercise, path):
-    """{unit: the learner's function} from the file at `path`."""
+def load(exercise, path, seconds=None):
+    """{unit: the learner's function} from the file at `path`, loaded within `seconds`."""
     try:
         text = path.read_text()
     except OSError as error:
@@ -49,7 +57,10 @@ def load(exercise, path):
     module = types.ModuleType(f"tinyattn_exercise_{exercise.name}")
     module.__file__ = str(path)
     try:
-        exec(code, module.__dict__)
+        with time_limit(seconds):
+            exec(code, module.__dict__)
+    except SystemExit as error:
+        raise LearnerFileError(ends_the_program(error, path, "while loading")) from None
     except Exception as error:
         raise LearnerFileError(f"{path.name} stopped while loading: "
                                f"{in_one_line(error, path)}") from None
@@ -62,8 +73,37 @@ def load(exercise, path):
             where = f"class {owner} with a method {name}" if owner else f"a function {name}"
             raise LearnerFileError(f"{path.name} has no {unit}: it must keep {where}, as the "
                                    f"file was given")
+        written_in = source_file(function)
+        if written_in != str(path):
+            raise LearnerFileError(not_its_own(exercise, unit, written_in, path))
         functions[unit] = function
     return functions
+
+
+def source_file(function):
+    """The file a function was written in (below its decorators), or None for one that is not
+    Python code."""
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    code = getattr(function, "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+def not_its_own(exercise, unit, written_in, path):
+    """The line refusing a file whose `unit` was not written in it."""
+    if written_in is None:
+        return f"{path.name}: its {unit} is not a function written in {path.name}"
+    root = pathlib.Path(tinyattn.__file__).parents[1]
+    shown = pathlib.Path(written_in)
+    shown = shown.relative_to(root) if shown.is_relative_to(root) else shown
+    return (f"{path.name}: its {unit} comes from {shown}, not from {path.name} (an import such "
+            f"as `from {exercise.module} import *` replaced yours): only your own code is graded")
+
+
+def ends_the_program(error, path, when):
+    """The line for a learner's file that called sys.exit() or exit() `when`."""
+    return (f"{path.name} calls sys.exit() or exit(){where_in(error, path)} {when}: that would "
+            "end the grader too, before it says anything; remove the call")
 
 
 def in_one_line(error, path=None):
@@ -73,7 +113,10 @@ def in_one_line(error, path=None):
     message = " ".join(str(error).split())
     if len(message) > 300:
         message = message[:300] + " ..."
-    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    if isinstance(error, Worded):
+        text = message
+    else:
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return text + where_in(error, path)
 
 
@@ -147,9 +190,10 @@ def first_line_of(definition):
 
 
 def counted(function, calls, unit):
+    """The learner's `function`, counting its calls in calls[unit], run under the watches."""
     def counting(*args, **kwargs):
         calls[unit] += 1
-        return function(*args, **kwargs)
+        return watching.call(unit, function, args, kwargs)
     counting.__name__, counting.__qualname__ = function.__name__, function.__qualname__
     counting.__doc__ = function.__doc__
     return counting
@@ -235,45 +279,91 @@ def time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None):
+def run_checks(exercise, functions, path=None, fail_fast=False, seconds=None, on_result=None):
     """[(check, Measured)] for the exercise's checks, with `functions` in place; stops after the
-    first failure when `fail_fast`. A check's error becomes a failed Measured, told in one line."""
-    calls, results = {}, []
+    first failure when `fail_fast`. After a check that ran out of time, the others fail unrun
+    (each would most likely wait as long). `on_result(check, measured)` is called as each one is
+    done. A check's error becomes a failed Measured, told in one line; a NaN is traced to where
+    it began; a learner's function that ends the program raises LearnerFileError."""
+    calls, results, stopped = {}, [], None
     with in_place(exercise, functions, calls):
         for check in exercise.checks:
             before = sum(calls.values())
-            try:
-                with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"):
-                    warnings.simplefilter("ignore")
-                    measured = check.measure()
-            except NotImplementedError as error:
-                measured = Measured(False, None, "not written yet: NotImplementedError"
-                                                 + where_in(error, path))
-            except Exception as error:
-                measured = Measured(False, None, in_one_line(error, path))
+            if stopped is not None:
+                measured = Measured(False, None, f"not run: the check {stopped!r} ran out of time")
+            else:
+                try:
+                    measured = measured_by(check, path, seconds)
+                except OutOfTime as error:
+                    measured, stopped = Measured(False, None, in_one_line(error, path)), check.what
             if measured.passed and sum(calls.values()) == before:
                 measured = Measured(False, None, "the check did not run your code (a fault of "
                                                  "the exercise: please report it)")
+            if measured.error is not None and math.isnan(measured.error):
+                measured = measured._replace(detail=f"{measured.detail}; "
+                                                    f"{first_nan(check, path, seconds)}")
             results.append((check, measured))
+            if on_result is not None:
+                on_result(check, measured)
             if fail_fast and not measured.passed:
                 break
     never = [unit for unit in exercise.units if not calls.get(unit)]
     if never and all(m.passed for _, m in results) and not fail_fast:
         results.append((None, Measured(False, None, f"no check ran {', '.join(never)} (a "
                                                     "fault of the exercise: please report it)")))
+        if on_result is not None:
+            on_result(*results[-1])
     return results
 
 
-def report(results):
-    """One line per check: pass or FAIL, the largest error found (or - for a check that measures
-    no number), what it checks, and a few words on what was found; then how many passed."""
-    lines = []
-    for check, measured in results:
-        what = check.what if check is not None else "every function of the exercise ran"
-        error = f"{measured.error:.1e}" if measured.error is not None else "-"
-        detail = f" ({measured.detail})" if measured.detail else ""
-        lines.append(f"  {'pass' if measured.passed else 'FAIL'}  {error:>8}  {what}{detail}")
+def measured_by(check, path, seconds):
+    """What the check measures, with the learner's code in place; an error, a failed Measured
+    (but OutOfTime, raised)."""
+    try:
+        with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return check.measure()
+    except NotImplementedError as error:
+        return Measured(False, None, "not written yet: NotImplementedError" + where_in(error, path))
+    except SystemExit as error:
+        raise LearnerFileError(ends_the_program(error, path, f"in the check {check.what!r}")) \
+            from None
+    except OutOfTime:
+        raise
+    except Exception as error:
+        return Measured(False, None, in_one_line(error, path))
+
+
+def first_nan(check, path, seconds):
+    """Where the NaN of a failed check began: the check run again, watching the learner's
+    functions for the first NaN they make, then (if none) for the first inf."""
+    for made, raising in (("NaN", dict(invalid="raise")),
+                          ("inf", dict(invalid="raise", over="raise", divide="raise"))):
+        with watching.watching("nans", **raising) as found, \
+                contextlib.suppress(OutOfTime):
+            measured_by(check, path, seconds)
+        if found:
+            unit, what, error = found[0]
+            where = where_in(error, path) if error is not None else ""
+            return f"the first {made} came from your {unit}{where}: {what}"
+    return "no function of yours made a NaN or an inf: a later op made it from what yours returned"
+
+
+def report_line(check, measured):
+    """pass or FAIL, the largest error found (or - for a check that measures no number), what it
+    checks, and a few words on what was found."""
+    what = check.what if check is not None else "every function of the exercise ran"
+    error = f"{measured.error:.1e}" if measured.error is not None else "-"
+    detail = f" ({measured.detail})" if measured.detail else ""
+    return f"  {'pass' if measured.passed else 'FAIL'}  {error:>8}  {what}{detail}"
+
+
+def summary(results):
     passed = sum(measured.passed for _, measured in results)
-    lines.append(f"{passed} of {len(results)} checks pass; the number after pass or FAIL is the "
-                 "largest error found.")
-    return lines
+    return (f"{passed} of {len(results)} checks pass; the number after pass or FAIL is the "
+            "largest error found.")
+
+
+def report(results):
+    """One line per check, then how many passed."""
+    return [report_line(check, measured) for check, measured in results] + [summary(results)]
