@@ -80,7 +80,7 @@ class LowRankUpdate(Function):
         rows, h, A, B, scale, x_shape = self.saved
         grad = grad.reshape(-1, B.shape[0])                              # (N, out)
         grad_h = scale * (grad @ B)                                      # (N, r)
-        grad_x = (grad_h @ A).reshape(x_shape) if self.needs_grad(0) else None   # (..., in)
+        grad_x = (grad_h @ A).reshape(x_shape)                           # (..., in)
         grad_A = grad_h.T @ rows                                         # (r, in)
         grad_B = scale * (grad.T @ h)                                    # (out, r)
         return grad_x, grad_A, grad_B
