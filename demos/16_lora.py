@@ -54,7 +54,7 @@ tiny_gpt = importlib.import_module("11_tiny_gpt")
 
 # %%
 SEED = 0
-MODULES = ("argparse", "bisect", "calendar", "csv", "dataclasses", "functools", "heapq", "pprint",
+MODULES = ("bisect", "calendar", "csv", "dataclasses", "difflib", "functools", "heapq", "pprint",
            "random", "string", "textwrap")
 
 
