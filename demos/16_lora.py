@@ -81,9 +81,9 @@ def held_out(data, count, seed):
 
 # %%
 PRETRAIN = dict(steps=600, warmup_steps=50, eval_every=200, eval_batches=10)
-PRETRAIN_QUICK = dict(steps=15, warmup_steps=3, eval_every=15, eval_batches=2)
+PRETRAIN_QUICK = dict(steps=10, warmup_steps=3, eval_every=10, eval_batches=1)
 FINE_TUNE = dict(steps=150, warmup_steps=10, eval_every=25, eval_batches=8)
-FINE_TUNE_QUICK = dict(steps=6, warmup_steps=2, eval_every=3, eval_batches=2)
+FINE_TUNE_QUICK = dict(steps=4, warmup_steps=2, eval_every=2, eval_batches=1)
 FULL_LR, LORA_LR, CLIP = 1e-3, 1e-2, 1.0
 RANKS, ALPHA = (1, 4, 16), 4.0
 METHODS = {"full": None, **{f"r{rank}": rank for rank in RANKS}}   # name: LoRA's rank (None: all)
@@ -172,6 +172,7 @@ def merged_difference(model, ids):
 # %%
 GPT2_SMALL = dict(vocab_size=50257, embed_dim=768, num_heads=12, num_layers=12, max_len=1024)
 GPT2_BATCH, GPT2_TOKENS, GPT2_RANK = 4, 128, 8
+GPT2_QUICK = dict(batch=1, tokens=16)           # on the fixture: 1 sequence of 16 tokens
 FIXTURE = demo_tools.ROOT / "tests" / "fixtures" / "gpt2-tiny"
 
 
@@ -188,13 +189,14 @@ def gpt2_model(quick):
 def gpt2_step_seconds(quick):
     """{"full": processor seconds of a step training every weight, "lora": of a step training
     adapters of GPT2_RANK on the attention, "parameters": the model's, "lora_trainable": the
-    adapters', "tokens": per sequence}. The fixture's GPT-2 has 128 positions: its sequences are
-    127 tokens. The same model is timed fully first, then with adapters."""
+    adapters', "batch": sequences, "tokens": per sequence}. The same model is timed fully first,
+    then with adapters."""
     model = gpt2_model(quick)
-    length = min(GPT2_TOKENS, model.max_len - 1)
-    ids = np.random.default_rng(SEED).integers(0, model.embed.num_embeddings,
-                                               (GPT2_BATCH, length + 1))
+    batch, length = ((GPT2_QUICK["batch"], GPT2_QUICK["tokens"]) if quick
+                     else (GPT2_BATCH, GPT2_TOKENS))
+    ids = np.random.default_rng(SEED).integers(0, model.embed.num_embeddings, (batch, length + 1))
     found = {"parameters": sum(p.size for p in model.parameters()), "tokens": length,
+             "batch": batch,
              "full": second_step_seconds(model, ids)}
     nn.add_lora(model, GPT2_RANK)
     found["lora_trainable"] = sum(p.size for p in model.trainable_parameters())
@@ -322,7 +324,7 @@ def print_the_table(histories, settings):
 def print_gpt2(gpt2, quick):
     shape = "the small GPT-2 of tests/fixtures" if quick else "GPT-2 small's shape"
     print(f"\nOne training step on {shape} ({gpt2['parameters']:,} parameters, random weights), "
-          f"{GPT2_BATCH} sequences of {gpt2['tokens']} tokens, processor time: every weight "
+          f"{gpt2['batch']} sequences of {gpt2['tokens']} tokens, processor time: every weight "
           f"{gpt2['full']:.2f} s; LoRA of rank {GPT2_RANK} on the attention "
           f"({gpt2['lora_trainable']:,} trainable) {gpt2['lora']:.2f} s "
           f"({gpt2['full'] / gpt2['lora']:.1f}x faster)")
@@ -363,7 +365,7 @@ def numbers(histories, base, pretrain, settings, code, left_out, adapters_bytes,
              "base_new": histories["full"]["new"][0], "base_old": histories["full"]["old"][0],
              "full_lr": FULL_LR, "lora_lr": LORA_LR, "alpha": ALPHA,
              "adapters_kilobytes": adapters_bytes / 1e3, "model_megabytes": model_bytes / 1e6,
-             "merged_difference": difference, "gpt2_rank": GPT2_RANK, "gpt2_batch": GPT2_BATCH}
+             "merged_difference": difference, "gpt2_rank": GPT2_RANK}
     for name, history in histories.items():
         found.update({f"trainable_{name}": history["trainable"],
                       f"optimizer_kilobytes_{name}": history["optimizer_bytes"] / 1e3,
@@ -372,9 +374,10 @@ def numbers(histories, base, pretrain, settings, code, left_out, adapters_bytes,
                       f"learned_{name}": history["new"][0] - history["new"][-1],
                       f"forgotten_{name}": history["old"][-1] - history["old"][0],
                       f"curve_new_{name}": history["new"], f"curve_old_{name}": history["old"]})
-    found.update(gpt2_tokens=gpt2["tokens"], gpt2_parameters=gpt2["parameters"],
-                 gpt2_lora_trainable=gpt2["lora_trainable"], gpt2_lora_step_seconds=gpt2["lora"],
-                 gpt2_full_step_seconds=gpt2["full"], gpt2_ratio=gpt2["full"] / gpt2["lora"])
+    found.update(gpt2_batch=gpt2["batch"], gpt2_tokens=gpt2["tokens"],
+                 gpt2_parameters=gpt2["parameters"], gpt2_lora_trainable=gpt2["lora_trainable"],
+                 gpt2_lora_step_seconds=gpt2["lora"], gpt2_full_step_seconds=gpt2["full"],
+                 gpt2_ratio=gpt2["full"] / gpt2["lora"])
     return found
 
 

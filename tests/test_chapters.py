@@ -1,8 +1,8 @@
-"""The chapters import backwards only: a file of chapter 1 uses nothing of chapters 2 to 4 nor of
-the tools, a file of chapter 2 nothing of chapters 3 and 4, and so on; so a reader can stop at the
-end of any chapter with nothing missing. Checked on every import and on every name a file takes from
-a package's index (`F.gelu` through `import tinyattn.functional as F`), resolved to the module
-that defines it."""
+"""The chapters import backwards only: a file of chapter 1 uses nothing of chapters 2 to 4, nor
+of the tools; a file of chapter 2 nothing of chapters 3 and 4, and so on; so a reader can stop at
+the end of any chapter with nothing missing. Checked on every import and on every name a file
+takes from a package's index (`F.gelu` through `import tinyattn.functional as F`), resolved to the
+module that defines it."""
 import ast
 import importlib
 import importlib.util
