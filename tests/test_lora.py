@@ -198,7 +198,7 @@ def test_the_adapted_blocks_gradient_check_sees_only_the_adapters():
 
 
 def test_merge_lora_gives_back_a_plain_model_with_the_same_logits():
-    model = given_random_b(small_model())
+    model = small_model()
     nn.add_lora(model, rank=2, alpha=3)
     given_random_b(model)
     adapted = logits(model, IDS)
@@ -208,6 +208,18 @@ def test_merge_lora_gives_back_a_plain_model_with_the_same_logits():
     assert not any(isinstance(layer, nn.LoRALinear) for *_, layer in linear_layers(model))
     assert set(model.state_dict()) == set(small_model().state_dict())
     np.testing.assert_allclose(logits(model, IDS), adapted, rtol=1e-12, atol=1e-12)
+
+
+def test_an_adapted_model_writes_with_its_key_value_cache():
+    model = small_model(positional="learned")
+    nn.add_lora(model, rank=2)
+    given_random_b(model)
+    prompt = IDS[:, :3]
+    ta.manual_seed(0)
+    cached = model.generate(prompt, 4, temperature=0)
+    ta.manual_seed(0)
+    np.testing.assert_array_equal(cached, model.generate(prompt, 4, temperature=0,
+                                                         use_cache=False))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ each gets the arguments by name (`self` first, for a method) and raises a ValueE
 saying what does not fit, with the layer's name put in front by the door.
 
 In the order of the files they serve: module, layers, multi_head_attention, transformer (chapter
-1); causal_transformer and generation, decoder, experts (chapter 2); pretrained (chapter 3).
+1); causal_transformer and generation, decoder, experts (chapter 2); pretrained (chapter 3); lora
+(chapter 4: besides its doors' checks, those its functions call once they have found the layers
+or read the file they check, as load_state_dict calls state_fits).
 """
 from collections.abc import Mapping
 
