@@ -4,7 +4,7 @@ fine-tuning: what each learns, what each forgets, and what each costs.
 What it shows: LoRA (Hu et al. 2021, tinyattn/nn/lora.py) freezes a trained model and learns, for
 each attention projection W (q, k, v, out), a change B A of rank r: r (in + out) numbers instead of
 out * in. Demo 11's model (the tiny GPT that learned Python's documentation topics, trained again
-here for PRETRAIN_STEPS steps with demo 11's recipe, or read from demo 11's own checkpoint with
+here for PRETRAIN["steps"] steps with demo 11's recipe, or read from demo 11's own checkpoint with
 `--base`) is fine-tuned on other text that ships with Python, the source code of a few modules of
 its standard library, four times from the same start: every weight (full fine-tuning), and LoRA at
 ranks 1, 4 and 16. Each gets the same steps, batches and schedule. For each it prints
@@ -15,7 +15,8 @@ ranks 1, 4 and 16. Each gets the same steps, batches and schedule. For each it p
     old text: how much of it the model forgot), at the start and every FINE_TUNE["eval_every"]
     steps, drawn as paths in a picture, `lora.png`;
   * the size of the adapters saved alone (`save_lora`) against the whole model's checkpoint, and
-    that merging the adapters into the weights (`merge_lora`) leaves the logits as they were.
+    how far merging the adapters into the weights (`merge_lora`) moves the logits: float32's
+    rounding, nothing more.
 
 Then the same on GPT-2 small's shape (124M parameters; random weights, since speed does not depend
 on them and the weights are a download): the processor time of one training step of 4 sequences of
@@ -33,7 +34,6 @@ retuning), so that ranks 1 and 16 run with the settings of rank 4.
 """
 import importlib
 import inspect
-import math
 import sys
 import time
 
