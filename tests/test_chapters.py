@@ -1,8 +1,8 @@
-"""The chapters import backwards only: a file of chapter 1 uses nothing of chapters 2 and 3 nor of
-the tools, a file of chapter 2 nothing of chapter 3, and so on; so a reader can stop at the end
-of any chapter with nothing missing. Checked on every import and on every name a file takes from
-a package's index (`F.gelu` through `import tinyattn.functional as F`), resolved to the module
-that defines it."""
+"""The chapters import backwards only: a file of chapter 1 uses nothing of chapters 2 to 4, nor
+of the tools; a file of chapter 2 nothing of chapters 3 and 4, and so on; so a reader can stop at
+the end of any chapter with nothing missing. Checked on every import and on every name a file
+takes from a package's index (`F.gelu` through `import tinyattn.functional as F`), resolved to the
+module that defines it."""
 import ast
 import importlib
 import importlib.util
@@ -24,6 +24,7 @@ CHAPTERS = {
         "functional.sparse_patterns", "functional.sliding_window", "functional.linear_attention",
         "nn.positions", "nn.causal_transformer", "nn.generation", "nn.decoder", "nn.experts"],
     3: ["safetensors", "tokenizer", "nn.checkpoints", "nn.pretrained"],
+    4: ["nn.lora"],
 }
 # The indexes gather every chapter's names for `import tinyattn as ta`, `tinyattn.functional as F`
 # and `tinyattn.nn as nn`; ops/__init__ gathers chapter 1's ops only.

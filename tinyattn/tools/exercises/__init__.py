@@ -13,7 +13,8 @@ Read in this order:
                    never drifts from the code: signature and docstring kept, the body blanked
     checks.py      the kinds of check: checklist rows, NumPy references, float32, properties
     chapter1.py,   the catalogue, in the README's reading order
-    chapter2.py
+    chapter2.py,
+    chapter4.py
     running.py     the learner's functions put in place of tinyattn's for one run, the checks
                    run, one line each
     watching.py    what is watched while the learner's functions run: writes into the arrays
@@ -22,7 +23,7 @@ Read in this order:
     mutants.py     how honest the grader is: single-token mutants of the solutions, and the
                    share of them that the checks catch
 """
-from tinyattn.tools.exercises import chapter1, chapter2
+from tinyattn.tools.exercises import chapter1, chapter2, chapter4
 
-EXERCISES = chapter1.EXERCISES + chapter2.EXERCISES
+EXERCISES = chapter1.EXERCISES + chapter2.EXERCISES + chapter4.EXERCISES
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
