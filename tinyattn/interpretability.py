@@ -150,6 +150,8 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
 
     parameters = model.parameters()
     kept_grads = [parameter.grad for parameter in parameters]
+    for parameter in parameters:        # backward adds into .grad in place: give it none to add to
+        parameter.grad = None
     try:
         with model.hooks([(name, keeper(name)) for name in regions]):
             value = metric(model(ids))
