@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import (generation, gpt2_generation, long_attention, multi_head,
-                                  overhead, training)
+from tinyattn.tools.bench import (generation, gpt2_generation, hooks, long_attention,
+                                  multi_head, overhead, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -169,3 +169,21 @@ def test_the_gpt2_generation_bench_compares_the_same_tokens_with_transformers(ca
             torch, gpt2_generation.transformers_model(model, folder))
         np.testing.assert_array_equal(theirs(prompt, 6),
                                       gpt2_generation.tinyattn_generate(model)(prompt, 6))
+
+
+def test_the_hooks_bench_compares_three_models_that_compute_the_same_step(capsys):
+    """It first checks that the three models' losses, gradients and parameters after the step are
+    bit-for-bit those of the model never hooked; then the reading functions are detached."""
+    ratios = hooks.bench_hooks(1, **TINY_GPT)
+    assert sorted(ratios) == ["after hooks / never hooked", "hook lines / step",
+                              "reading hooks / never hooked"]
+    assert all(ratio > 0 for ratio in ratios.values())
+    out = capsys.readouterr().out
+    assert "42 calls per forward pass" not in out and "22 calls per forward pass" in out
+
+
+def test_the_hooks_bench_leaves_no_function_attached():
+    models, ids, targets, block = hooks.three_models(np.float64, **TINY_GPT)
+    assert models["reading hooks"].blocks[0].attn.hooked is not None
+    block.__exit__(None, None, None)
+    assert all(layer.hooked is None for model in models.values() for layer in model.modules())
