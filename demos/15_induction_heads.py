@@ -221,14 +221,16 @@ def train(model, held_out, settings):
 
 
 # %% [markdown]
-# The phase change: the step where the repeated-half loss has made half its fall (from its first
-# value to its last), and the first steps where a head scores above THRESHOLD, in each layer.
+# The phase change: the steps at which the repeated-half loss has made 10%, 50% and 90% of its
+# fall (from its first value to its last), and the first steps where a head scores above
+# THRESHOLD, in each layer.
 
 # %%
-def halfway_step(steps, losses):
-    """The first step at which `losses` is below the midpoint of its first and last values."""
-    midpoint = (losses[0] + losses[-1]) / 2
-    return int(steps[int(np.argmax(np.asarray(losses) < midpoint))])
+def step_of_fall(steps, losses, share):
+    """The first step at which `losses` has made `share` of its fall from its first value to its
+    last."""
+    level = losses[0] - share * (losses[0] - losses[-1])
+    return int(steps[int(np.argmax(np.asarray(losses) <= level))])
 
 
 def first_step_above(steps, scores, layer):
@@ -322,7 +324,9 @@ def main(argv=None):
     history, seconds = train(model, held_out, settings)
     steps = np.array(history["steps"])
 
-    phase = halfway_step(steps, history["repeated"])
+    phase = step_of_fall(steps, history["repeated"], 0.5)
+    fall_begins, fall_ends = (step_of_fall(steps, history["repeated"], share)
+                              for share in (0.1, 0.9))
     induction_step = first_step_above(steps, history["induction"], 1)
     previous_step = first_step_above(steps, history["previous"], 0)
     induction, previous = history["induction"][-1], history["previous"][-1]
@@ -353,7 +357,7 @@ def main(argv=None):
 
     others = {where: loss for where, loss in alone.items() if where not in found}
     worst_other = max(others, key=others.get) if others else None
-    best_induction = induction_heads[0] if induction_heads else None
+    shares = {kind: patched["heads"][kind] / lost for kind in ("measured", "estimated")}
     stream = {kind: float(patched["stream"][kind][:n].mean() / lost)
               for kind in ("measured", "estimated")}
     return {
@@ -366,7 +370,8 @@ def main(argv=None):
         "first_half_losses": history["first"], "repeated_half_losses": history["repeated"],
         "induction_scores": history["induction"].tolist(),
         "previous_token_scores": history["previous"].tolist(),
-        "phase_change_step": phase, "induction_step": induction_step,
+        "phase_change_step": phase, "fall_begins": fall_begins, "fall_ends": fall_ends,
+        "induction_step": induction_step,
         "previous_token_step": previous_step,
         "repeated_loss_start": history["repeated"][0], "first_loss_final": trained_first,
         "repeated_loss_final": trained_repeated,
@@ -389,12 +394,12 @@ def main(argv=None):
         "patched_heads_estimated": patched["heads"]["estimated"].tolist(),
         "patched_stream_measured": patched["stream"]["measured"].tolist(),
         "patched_stream_estimated": patched["stream"]["estimated"].tolist(),
-        "induction_head_restored": (float(patched["heads"]["measured"][best_induction] / lost)
-                                    if best_induction else None),
-        "induction_head_estimated": (float(patched["heads"]["estimated"][best_induction] / lost)
-                                     if best_induction else None),
-        "heads_largest_gap": float(np.abs(patched["heads"]["estimated"]
-                                          - patched["heads"]["measured"]).max() / lost),
+        "patching_induction_heads": patching_sentence(induction_heads, shares),
+        "patching_previous_token_heads": patching_sentence(previous_heads, shares),
+        "previous_token_note": previous_token_note(previous_heads, shares["measured"]),
+        "induction_heads_largest_gap": max((abs(shares["estimated"][where]
+                                                - shares["measured"][where])
+                                            for where in induction_heads), default=None),
         "stream_restored": stream["measured"], "stream_estimated": stream["estimated"],
         "stream_verdict": stream_verdict(stream["measured"], stream["estimated"]),
     }
@@ -415,12 +420,30 @@ def shown_heads(found, scores):
     return ", ".join(f"{head_name(*where)} ({scores[where]:.2f})" for where in found) or "none"
 
 
+def patching_sentence(heads, shares):
+    """"1.0 +30% (estimated +26%), 1.1 ...": what patching each head's output brings back, as a
+    share of what the corruption cost, measured and estimated."""
+    return ", ".join(f"{head_name(*where)} {shares['measured'][where]:+.0%} (estimated "
+                     f"{shares['estimated'][where]:+.0%})" for where in heads) or "none found"
+
+
+def previous_token_note(heads, measured):
+    """Why patching a previous-token head alone makes things worse, when it does."""
+    if heads and all(measured[where] < 0 for where in heads):
+        return (": worse, since the clean keys now send the induction heads to positions whose "
+                "tokens are corrupted, and they copy those")
+    return ""
+
+
 def stream_verdict(measured, estimated):
     """What attribution patching makes of the stream's positions, in words from the numbers."""
     if abs(estimated - measured) <= 0.25 * abs(measured):
-        return f"attribution patching estimates {estimated:.1%}: close"
-    return (f"attribution patching estimates only {estimated:.1%}" if abs(estimated) < abs(measured)
-            else f"attribution patching estimates {estimated:.1%}, more")
+        return f"attribution patching estimates {estimated:.1%}, close to it"
+    if abs(estimated) < abs(measured):
+        return (f"attribution patching estimates only {estimated:.1%}: there a clean token is a "
+                f"key that an induction head's query finds, its softmax jumps to it, and the "
+                f"slope at the corrupted run does not see the jump")
+    return f"attribution patching estimates {estimated:.1%}, more than patching measures"
 
 
 def print_progress(step, first, repeated, induction, previous, seconds):
@@ -556,13 +579,13 @@ README_ENTRY = """\
 15. [`15_induction_heads.py`](../demos/15_induction_heads.py) — induction heads form: a
     {layers}-layer attention-only transformer ({heads} heads a layer, width {width}, RoPE) trained
     by tinyattn for {steps:,} steps on spans of {shortest_span} to {longest_span} random tokens
-    (out of {vocab}) written twice. The loss on the repeated half stays near a guess's
-    ({guess_loss:.2f}) and then falls all at once, from {repeated_loss_start:.2f} to
-    {repeated_loss_final:.2f}, while the first half (random) ends at {first_loss_final:.2f}: the
-    fall is half made at step {phase_change_step}; the first induction head above {threshold}
-    appears in the second layer at step {induction_step}, the first previous-token head above
-    {threshold} in the first layer at step {previous_token_step} (Olsson et al. 2022's phase
-    change; held-out measures every {eval_every} steps). After training: induction heads
+    (out of {vocab}) written twice. The loss on the repeated half falls from
+    {repeated_loss_start:.2f} (a guess scores {guess_loss:.2f}) to {repeated_loss_final:.2f},
+    while the first half (random) ends at {first_loss_final:.2f}: 10% of the fall is made by
+    step {fall_begins}, half by step {phase_change_step}, 90% by step {fall_ends}. The first induction head above {threshold} appears in the second layer at step
+    {induction_step}, the first previous-token head above {threshold} in the first layer at step
+    {previous_token_step}: Olsson et al. 2022's phase change (held-out measures every {eval_every}
+    steps). After training: induction heads
     {induction_heads_shown}, previous-token heads {previous_token_heads_shown} (layer.head,
     counted from 0); no first-layer head scores above {best_first_layer_induction_score:.2f} as
     an induction head (one that does not look scores {chance_induction_score:.2f}).
@@ -570,13 +593,13 @@ README_ENTRY = """\
     Zero-ablated through `model.hooks`, the induction heads raise the repeated-half loss from
     {repeated_loss_final:.2f} to {ablated_induction_loss:.2f}, the previous-token heads to
     {ablated_previous_token_loss:.2f}, both to {ablated_both_loss:.2f}; {ablated_other_worst}.
-    Patched from a clean run into one whose first copy is corrupted, the best induction head's
-    output alone brings back {induction_head_restored:.0%} of the repeated half's lost
-    log-probability, and attribution patching, from one backward pass, estimates
-    {induction_head_estimated:.0%} (over every head's output, the two differ by at most
-    {heads_largest_gap:.0%}). Patching instead the stream the second layer reads, at one
-    position of the first copy, brings back {stream_restored:.1%} on average; {stream_verdict}:
-    there a clean token is a key an induction head finds, and its softmax jumps to it.
+    Patching one head's output from a clean run into one whose first copy is corrupted brings
+    back this share of the repeated half's lost log-probability, measured by activation patching
+    and estimated by attribution patching (one backward pass for every head): induction heads
+    {patching_induction_heads}; previous-token heads
+    {patching_previous_token_heads}{previous_token_note}. Patching the stream the second layer
+    reads, at one position of the first copy, brings back {stream_restored:.1%} on average;
+    {stream_verdict}.
 
     ![the losses and each head's scores over training, and patching](pictures/induction_heads.png)
 

@@ -53,7 +53,8 @@ def test_the_repeated_half_loss_falls_with_the_heads_and_the_first_half_does_not
     window = 3 * numbers["eval_every"]
     for step in (numbers["induction_step"], numbers["previous_token_step"]):
         assert step is not None and abs(step - numbers["phase_change_step"]) <= window
-    assert 0 < numbers["phase_change_step"] < numbers["steps"]
+    assert 0 < numbers["fall_begins"] <= numbers["phase_change_step"] <= numbers["fall_ends"] \
+        <= numbers["steps"]
 
 
 def test_ablating_the_heads_found_undoes_the_copying(run):
@@ -73,15 +74,26 @@ def test_patching_the_induction_heads_brings_the_copy_back_and_attribution_sees_
     attribution patching misses most of the effect (a weight moving to a new key)."""
     numbers, _ = run
     assert numbers["clean_metric"] > numbers["corrupted_metric"] + 2
-    assert numbers["induction_head_restored"] > 0.2
-    assert numbers["heads_largest_gap"] < 0.1
-    measured = np.array(numbers["patched_heads_measured"])
-    assert measured.shape == (demo.LAYERS, demo.HEADS)
+    lost = numbers["clean_metric"] - numbers["corrupted_metric"]
+    measured = np.array(numbers["patched_heads_measured"]) / lost
+    estimated = np.array(numbers["patched_heads_estimated"]) / lost
+    assert measured.shape == estimated.shape == (demo.LAYERS, demo.HEADS)
+    best = max(numbers["induction_heads"], key=lambda name: measured[demo_head(name)])
+    assert measured[demo_head(best)] > 0.2
+    assert numbers["induction_heads_largest_gap"] < 0.1
+    assert f"{best} {measured[demo_head(best)]:+.0%} (estimated" in \
+        numbers["patching_induction_heads"]
     stream = np.array(numbers["patched_stream_measured"])
     assert stream.shape == (2 * numbers["patching_span"],)
     assert numbers["stream_restored"] > 0.03
     assert numbers["stream_estimated"] < numbers["stream_restored"] / 2
     assert numbers["stream_verdict"].startswith("attribution patching estimates only")
+
+
+def demo_head(name):
+    """"1.2" -> (1, 2)"""
+    layer, head = name.split(".")
+    return int(layer), int(head)
 
 
 def test_the_scores_of_heads_that_copy_and_look_back_are_1():
@@ -115,7 +127,10 @@ def test_the_sequences_the_halves_and_the_corruption():
 
 def test_the_steps_of_the_phase_change():
     steps = np.array([0, 10, 20, 30, 40])
-    assert demo.halfway_step(steps, [4.0, 3.9, 2.0, 1.0, 0.5]) == 20     # below 2.25
+    losses = [4.0, 3.9, 2.0, 1.0, 0.5]                                  # a fall of 3.5
+    assert demo.step_of_fall(steps, losses, 0.5) == 20                  # to 2.25 or below
+    assert demo.step_of_fall(steps, losses, 0.1) == 20                  # 3.65
+    assert demo.step_of_fall(steps, losses, 0.9) == 40                  # 0.85
     scores = np.zeros((5, 2, 3))
     scores[3:, 1, 2] = 0.5
     assert demo.first_step_above(steps, scores, 1) == 30

@@ -56,6 +56,15 @@ def test_the_logit_lens_reads_every_layer_and_ends_at_the_models_logits(dtype):
     assert not np.allclose(lens[0], lens[-1])
 
 
+def test_the_logit_lens_reads_chosen_positions():
+    model, (ids, _) = small_model(), clean_and_corrupted()
+    lens = logit_lens(model, ids)
+    np.testing.assert_allclose(logit_lens(model, ids, positions=slice(2, 5)), lens[:, :, 2:5],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(logit_lens(model, ids, positions=-1), lens[:, :, -1],
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_the_logit_lens_reads_gpt2():
     model = nn.CausalTransformer.from_pretrained(GPT2_TINY)
     ids = np.array([[464, 2068, 7586, 21831]])

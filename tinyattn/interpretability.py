@@ -61,18 +61,21 @@ HEADED = ("q", "k", "v", "weights", "heads")     # MultiHeadAttention's activati
 # The logit lens
 
 @no_grad()
-def logit_lens(model, ids):
+def logit_lens(model, ids, positions=None):
     """What each layer would predict: (num_layers + 1, B, T, vocab_size) logits, a NumPy array.
 
     Row 0 reads the embeddings ("embed"), row i the residual stream after block i - 1
     ("blocks.{i - 1}.resid_post"), each through the model's final LayerNorm and head
     (`model.head(model.ln(x))`); the last row is the model's own logits. `model` is a language
     model of `blocks` with `ln` and `head`, as nn.CausalTransformer (GPT-2 included) is.
+    `positions` (an int, a slice or an array of ints, NumPy's indexing of the T axis) reads those
+    positions only: with GPT-2's 50,257 tokens, every position costs 50,257 numbers per row.
     """
     checks.lens_model_fits(model)
     names = ["embed"] + [f"blocks.{i}.resid_post" for i in range(len(model.blocks))]
     _, cache = model.run_with_cache(ids, names=names)
-    return np.stack([model.head(model.ln(Tensor(cache[name]))).data for name in names])
+    read = slice(None) if positions is None else positions
+    return np.stack([model.head(model.ln(Tensor(cache[name][:, read]))).data for name in names])
 
 
 # ------------------------------------------------------------------------------------------------
