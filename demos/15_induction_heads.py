@@ -356,7 +356,6 @@ def main(argv=None):
     demo_tools.print_pictures(*pictures)
 
     others = {where: loss for where, loss in alone.items() if where not in found}
-    worst_other = max(others, key=others.get) if others else None
     shares = {kind: patched["heads"][kind] / lost for kind in ("measured", "estimated")}
     stream = {kind: float(patched["stream"][kind][:n].mean() / lost)
               for kind in ("measured", "estimated")}
@@ -386,9 +385,9 @@ def main(argv=None):
         "ablated_both_loss": ablations["both"],
         "ablated_alone_losses": [[alone[layer, head] for head in range(HEADS)]
                                  for layer in range(LAYERS)],
-        "ablated_other_worst": (f"the worst of the other heads, {head_name(*worst_other)}, to "
-                                f"{others[worst_other]:.2f}" if others else
-                                "every head is one of those"),
+        "ablated_others": (f"any other head alone leaves it between {min(others.values()):.2f} "
+                           f"and {max(others.values()):.2f}" if others else
+                           "and there is no other head"),
         "patching_span": n, "clean_metric": clean_value, "corrupted_metric": corrupted_value,
         "patched_heads_measured": patched["heads"]["measured"].tolist(),
         "patched_heads_estimated": patched["heads"]["estimated"].tolist(),
@@ -592,7 +591,7 @@ README_ENTRY = """\
 
     Zero-ablated through `model.hooks`, the induction heads raise the repeated-half loss from
     {repeated_loss_final:.2f} to {ablated_induction_loss:.2f}, the previous-token heads to
-    {ablated_previous_token_loss:.2f}, both to {ablated_both_loss:.2f}; {ablated_other_worst}.
+    {ablated_previous_token_loss:.2f}, both to {ablated_both_loss:.2f}; {ablated_others}.
     Patching one head's output from a clean run into one whose first copy is corrupted brings
     back this share of the repeated half's lost log-probability, measured by activation patching
     and estimated by attribution patching (one backward pass for every head): induction heads
