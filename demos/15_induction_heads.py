@@ -1,4 +1,4 @@
-"""Demo 15: induction heads form — a circuit born during training, found, switched off and patched.
+"""Demo 15: induction heads form: a circuit born in training, found, switched off and patched.
 
 What it shows: a transformer of two attention layers and nothing else, trained by tinyattn on
 random tokens whose second half repeats the first, learns to copy, and it learns all at once:
@@ -581,7 +581,8 @@ README_ENTRY = """\
     (out of {vocab}) written twice. The loss on the repeated half falls from
     {repeated_loss_start:.2f} (a guess scores {guess_loss:.2f}) to {repeated_loss_final:.2f},
     while the first half (random) ends at {first_loss_final:.2f}: 10% of the fall is made by
-    step {fall_begins}, half by step {phase_change_step}, 90% by step {fall_ends}. The first induction head above {threshold} appears in the second layer at step
+    step {fall_begins}, half by step {phase_change_step}, 90% by step {fall_ends}. The first
+    induction head above {threshold} appears in the second layer at step
     {induction_step}, the first previous-token head above {threshold} in the first layer at step
     {previous_token_step}: Olsson et al. 2022's phase change (held-out measures every {eval_every}
     steps). After training: induction heads

@@ -297,7 +297,7 @@ README_ENTRY = """\
     {bigram:.2f}. After each character of "{example}", the first block's row guesses
     `{first_block_guess}` and the last row `{final_guess}`. {gpt2_sentence}
 
-    ![each row's cross-entropy, and the rows' guesses on one line of text](pictures/logit_lens.png)"""
+    ![each row's cross-entropy, and its guesses on one line of text](pictures/logit_lens.png)"""
 
 # %% [markdown]
 # Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
