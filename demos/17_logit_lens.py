@@ -180,7 +180,8 @@ def main(argv=None):
                "embeddings_loss": float(cross_entropy[0]),
                "cross_entropy_shown": shown(cross_entropy, "{:.2f}"),
                "agreement_shown": shown(agreement, "{:.0%}"),
-               "first_block_guess": "".join(guesses[1]), "final_guess": "".join(guesses[-1])}
+               "first_block_guess": visible("".join(guesses[1])),
+               "final_guess": visible("".join(guesses[-1]))}
 
     folder = gpt2_folder(args)
     if folder is None:
@@ -226,6 +227,12 @@ def command_line(argv):
         raise SystemExit(f"17_logit_lens.py: there is no checkpoint {args.checkpoint} (demo 11 "
                          f"saves one as tinyattn-demos/{tiny_gpt.CHECKPOINT})")
     return args
+
+
+def visible(text):
+    """Characters as the README can show them in a line of code: a space as ·, a line break as
+    ↵, a backquote as '."""
+    return text.replace(" ", "·").replace("\n", "↵").replace("`", "'")
 
 
 def shown(values, form):
@@ -295,7 +302,7 @@ README_ENTRY = """\
     one for {agreement_shown} of them. The embeddings' row sees only the current character: it
     scores {embeddings_loss:.2f} where a bigram model counted on the training part scores
     {bigram:.2f}. After each character of "{example}", the first block's row guesses
-    `{first_block_guess}` and the last row `{final_guess}`. {gpt2_sentence}
+    `{first_block_guess}` and the last row `{final_guess}` (· is a space). {gpt2_sentence}
 
     ![each row's cross-entropy, and its guesses on one line of text](pictures/logit_lens.png)"""
 

@@ -30,7 +30,8 @@ def test_the_last_row_is_the_model_itself(run):
     numbers, _ = run
     assert numbers["rows"] == tiny_gpt.SIZES["num_layers"] + 1 == len(numbers["cross_entropy"])
     assert numbers["agreement"][-1] == 1.0
-    assert numbers["example_guesses"][-1] == numbers["final_guess"]
+    assert demo.visible(numbers["example_guesses"][-1]) == numbers["final_guess"]
+    assert demo.visible("a b\n`") == "a·b↵'"
     assert all(len(guess) == len(demo.EXAMPLE) - 1 for guess in numbers["example_guesses"])
 
 
