@@ -3,6 +3,7 @@ model's own logits, activation patching measures what it should, and attribution
 with it to first order: within a stated tolerance on small random models, with an error that
 shrinks as the square of the patch, and not at all through a saturated softmax."""
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from tinyattn.interpretability import (activation_patching, attribution_patching
 
 V, E, H = 13, 16, 4
 GPT2_TINY = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
+PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "chapter4_interpretability.md"
 # every head's output, every layer's attention and feed-forward output: what patching looks at
 COMPONENTS = ("attn.heads", "attn.out", "mlp_out")
 
@@ -234,3 +236,12 @@ def test_attribution_patching_needs_a_graph():
         with ta.no_grad():
             attribution_patching(model, corrupted, cache, logit_difference,
                                  ["blocks.0.attn.heads"])
+
+
+def test_the_chapter_pages_code_runs():
+    """docs/chapter4_interpretability.md's examples, one after the other, as a reader runs them."""
+    namespace = {}
+    for block in re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S):
+        exec(compile(block, str(PAGE), "exec"), namespace)
+    assert namespace["lens"].shape == (3, 1, 12, 50) and len(namespace["seen"]) == 1
+    assert namespace["measured"].keys() == namespace["estimated"].keys()
