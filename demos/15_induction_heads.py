@@ -1,11 +1,11 @@
 """Demo 15: induction heads form: a circuit born in training, found, switched off and patched.
 
 What it shows: a transformer of two attention layers and nothing else, trained by tinyattn on
-random tokens whose second half repeats the first, learns to copy, and it learns all at once:
-the loss on the repeated half falls from the level of a guess to far below it within a short
-stretch of training, while the loss on the first half (random tokens: nothing to predict) stays
-where it was. Olsson et al. 2022 ("In-context Learning and Induction Heads") call this the
-phase change, and tie it to two heads forming together, in two layers:
+random tokens whose second half repeats the first, learns to copy: the loss on the repeated half
+falls far below a guess's, while on the first half (random tokens: nothing to predict) it cannot.
+Olsson et al. 2022 ("In-context Learning and Induction Heads") find that models learn this in
+a short stretch of training, a phase change, and tie it to two heads forming together, in two
+layers:
 
 - a previous-token head in the first layer: at every position, it attends to the token before
   and writes that token into the residual stream;
@@ -365,10 +365,9 @@ def main(argv=None):
         "learning_rate": LEARNING_RATE, "steps": settings["steps"],
         "eval_every": settings["eval_every"], "threshold": THRESHOLD,
         "guess_loss": float(np.log(VOCAB)), "chance_induction_score": chance_induction_score(),
-        "training_seconds": seconds, "eval_steps": history["steps"],
-        "first_half_losses": history["first"], "repeated_half_losses": history["repeated"],
-        "induction_scores": history["induction"].tolist(),
-        "previous_token_scores": history["previous"].tolist(),
+        "training_seconds": seconds, "evaluations": len(history["steps"]),
+        "induction_scores": induction.tolist(), "previous_token_scores": previous.tolist(),
+        "first_layer_induction_score_ever": float(history["induction"][:, 0].max()),
         "phase_change_step": phase, "fall_begins": fall_begins, "fall_ends": fall_ends,
         "induction_step": induction_step,
         "previous_token_step": previous_step,
@@ -436,6 +435,7 @@ def previous_token_note(heads, measured):
 
 def stream_verdict(measured, estimated):
     """What attribution patching makes of the stream's positions, in words from the numbers."""
+    estimated = round(estimated, 3) + 0.0              # no "-0.0%" for a tiny negative number
     if abs(estimated - measured) <= 0.25 * abs(measured):
         return f"attribution patching estimates {estimated:.1%}, close to it"
     if abs(estimated) < abs(measured):

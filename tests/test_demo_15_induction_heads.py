@@ -31,8 +31,8 @@ def test_an_induction_head_appears_in_the_second_layer_only(run):
     assert numbers["induction_heads"] and all(name.startswith("1.")
                                               for name in numbers["induction_heads"])
     assert numbers["best_first_layer_induction_score"] < demo.THRESHOLD
-    scores = np.array(numbers["induction_scores"])                  # (evaluations, L, H)
-    assert (scores[:, 0] < demo.THRESHOLD).all()                    # never, at any evaluation
+    assert numbers["first_layer_induction_score_ever"] < demo.THRESHOLD    # at no evaluation
+    assert np.array(numbers["induction_scores"]).shape == (demo.LAYERS, demo.HEADS)
 
 
 def test_a_previous_token_head_appears_in_the_first_layer(run):
@@ -88,6 +88,8 @@ def test_patching_the_induction_heads_brings_the_copy_back_and_attribution_sees_
     assert numbers["stream_restored"] > 0.03
     assert numbers["stream_estimated"] < numbers["stream_restored"] / 2
     assert numbers["stream_verdict"].startswith("attribution patching estimates only")
+    assert demo.stream_verdict(0.09, -0.0001).startswith("attribution patching estimates only "
+                                                         "0.0%:")
 
 
 def demo_head(name):
