@@ -172,11 +172,12 @@ def test_the_gpt2_generation_bench_compares_the_same_tokens_with_transformers(ca
                                       gpt2_generation.tinyattn_generate(model)(prompt, 6))
 
 
-def test_the_hooks_bench_compares_three_models_that_compute_the_same_step(capsys):
-    """It first checks that the three models' losses, gradients and parameters after the step are
+def test_the_hooks_bench_compares_models_that_compute_the_same_step(capsys):
+    """It first checks that the four models' losses, gradients and parameters after the step are
     bit-for-bit those of the model never hooked; then the reading functions are detached."""
     ratios = hooks.bench_hooks(1, **TINY_GPT)
     assert sorted(ratios) == ["after hooks / never hooked", "hook lines / step",
+                              "never hooked, again / never hooked",
                               "reading hooks / never hooked"]
     assert all(ratio > 0 for ratio in ratios.values())
     out = capsys.readouterr().out
@@ -184,7 +185,7 @@ def test_the_hooks_bench_compares_three_models_that_compute_the_same_step(capsys
 
 
 def test_the_hooks_bench_leaves_no_function_attached():
-    models, ids, targets, block = hooks.three_models(np.float64, **TINY_GPT)
+    models, ids, targets, block = hooks.the_models(np.float64, **TINY_GPT)
     assert models["reading hooks"].blocks[0].attn.hooked is not None
     block.__exit__(None, None, None)
     assert all(layer.hooked is None for model in models.values() for layer in model.modules())

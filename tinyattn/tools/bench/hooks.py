@@ -1,4 +1,4 @@
-"""What chapter 4's hooks cost a training step: bench 3's small GPT (float32), three ways at once.
+"""What chapter 4's hooks cost a training step: bench 3's small GPT (float32), four ways at once.
 
 Chapter 4 adds no branch to a forward pass. `model.hooks(...)` attaches its functions through
 chapter 1's `Module.attach` and detaches them when its `with` block ends, so a model outside the
@@ -11,6 +11,8 @@ step, interleaved:
                      activation, and left them: "no hook" as a user meets it
     reading hooks    inside `with model.hooks(...)`, a function that reads (returns None) on every
                      activation: what hooks cost while they are used
+    never hooked,    a second copy of the first, run last in each round: the ratio of two equal
+    again            steps, which shows how much of a ratio is noise and the place in the round
 
 The ratios to "never hooked" are reported, and so is what the `hook` lines cost in themselves:
 the time of one call with nothing attached, times the calls a step makes (one per activation),
@@ -25,12 +27,12 @@ from tinyattn.tools.bench.timing import check_agreement, interleaved, median_rat
 from tinyattn.tools.bench.training import SIZES, tinyattn_trainer, training_inputs
 
 
-def three_models(dtype, **sizes):
-    """{"never hooked", "after hooks", "reading hooks": a model of the same weights}, the ids and
-    the targets; the last one's reading functions stay attached (the `with` block that holds them
-    is returned, to be left when done)."""
+def the_models(dtype, **sizes):
+    """{"never hooked", "after hooks", "reading hooks", "never hooked, again": a model of the same
+    weights}, the ids and the targets; the reading functions stay attached (the `with` block that
+    holds them is returned, to be left when done)."""
     models = {name: training_inputs(dtype, **sizes)[0] for name in
-              ("never hooked", "after hooks", "reading hooks")}
+              ("never hooked", "after hooks", "reading hooks", "never hooked, again")}
     _, ids, targets = training_inputs(dtype, **sizes)
     used = models["after hooks"]
     used.run_with_cache(ids)
@@ -55,13 +57,13 @@ def bench_hooks(rounds, torch=None, **sizes):
     shown = ", ".join(f"{name} {value}" for name, value in {**SIZES, **sizes}.items())
     print(f"Chapter 4's hooks on one training step of a small GPT ({shown}): float32, "
           f"{rounds} interleaved rounds")
-    models, ids, targets, block = three_models(np.float64, **sizes)   # first the same numbers
+    models, ids, targets, block = the_models(np.float64, **sizes)   # first the same numbers
     try:
         check_agreement({name: tinyattn_trainer(model) for name, model in models.items()},
                         (ids, targets), rtol=0, atol=0, reference="never hooked")
     finally:
         block.__exit__(None, None, None)
-    models, ids, targets, block = three_models(np.float32, **sizes)
+    models, ids, targets, block = the_models(np.float32, **sizes)
     try:
         steps = {name: tinyattn_trainer(model) for name, model in models.items()}
         interleaved(steps, (ids, targets), 1)                          # warm up
@@ -70,7 +72,7 @@ def bench_hooks(rounds, torch=None, **sizes):
         block.__exit__(None, None, None)
     ratios = {}
     for name in steps:
-        print(f"   {name:<14} {statistics.median(times[name]) * 1e3:7.1f} ms per step", end="")
+        print(f"   {name:<20} {statistics.median(times[name]) * 1e3:7.1f} ms per step", end="")
         if name != "never hooked":
             ratios[f"{name} / never hooked"] = median_ratio(times, name, "never hooked")
             print(f"   {ratios[f'{name} / never hooked']:5.3f}x   (median of per-round ratios)",
