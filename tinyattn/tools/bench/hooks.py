@@ -3,7 +3,7 @@
 Chapter 4 adds no branch to a forward pass. `model.hooks(...)` attaches its functions through
 chapter 1's `Module.attach` and detaches them when its `with` block ends, so a model outside the
 block runs chapter 1's code: each named activation passes through `self.hook(name, x)`, which
-returns x after one attribute lookup. Three models of the same weights take the same training
+returns x after one attribute lookup. Four models of the same weights take the same training
 step, interleaved:
 
     never hooked     chapter 4 never touched it
