@@ -21,8 +21,8 @@ every evaluation the loss on each half and each head's two scores (on held-out s
                           previous occurrence, averaged (Olsson et al.'s definition, as demo 14)
     previous-token score  the weight from each token to the one before it, averaged
 
-and names the step where the repeated-half loss has made half its fall, and the steps where a
-head of either kind first scores above THRESHOLD. Then, with chapter 4's hooks (`model.hooks`),
+and names the steps where the repeated-half loss has made 10%, half and 90% of its fall, and
+the steps where a head of either kind first scores above THRESHOLD. Then, with chapter 4's hooks (`model.hooks`),
 it zero-ablates the heads it found and measures what the repeated-half loss loses, against
 every other head; and it patches each head's output from a clean run (the sequence repeated)
 into a corrupted one (its first copy replaced by other random tokens), with activation patching
