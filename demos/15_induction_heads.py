@@ -22,12 +22,13 @@ every evaluation the loss on each half and each head's two scores (on held-out s
     previous-token score  the weight from each token to the one before it, averaged
 
 and names the steps where the repeated-half loss has made 10%, half and 90% of its fall, and
-the steps where a head of either kind first scores above THRESHOLD. Then, with chapter 4's hooks (`model.hooks`),
-it zero-ablates the heads it found and measures what the repeated-half loss loses, against
-every other head; and it patches each head's output from a clean run (the sequence repeated)
+the steps where a head of either kind first scores above THRESHOLD. Then, with chapter 4's
+hooks (`model.hooks`), it zero-ablates the heads it found and measures what the repeated-half
+loss loses, against every other head; and it patches each head's output, and the residual
+stream the second layer reads position by position, from a clean run (the sequence repeated)
 into a corrupted one (its first copy replaced by other random tokens), with activation patching
-(one forward pass per head) and attribution patching (one backward pass for all of them,
-tinyattn/interpretability.py), to see where the two agree.
+(one forward pass per head or position) and attribution patching (one backward pass for all of
+them, tinyattn/interpretability.py), to see where the two agree.
 
     python demos/15_induction_heads.py [output folder] [--quick]
 
