@@ -1,4 +1,4 @@
-"""Chapter 4: hooks and the activation cache, for reading and changing what a model computes inside.
+"""Chapter 4: hooks and the activation cache, to read and change what a model computes inside.
 
 Interpretability asks what a trained model computes: which head attends where, what the residual
 stream holds after each layer, what changes if one head is switched off. Chapter 1's layers name
@@ -16,11 +16,11 @@ an activation's full name is the path to its layer and its own name, as a parame
     ...
     final                         the last LayerNorm's output, which the head turns into logits
 
-This file adds two methods to every Module (TransformerLens's, Nanda & Bloom 2022, written
-small):
+This file adds to every Module the two methods of TransformerLens (Nanda & Bloom 2022), written
+small, and `activation_names()`, which lists the names:
 
     logits, cache = model.run_with_cache(ids)      # cache["blocks.1.attn.weights"]: an array
-    with model.hooks({"blocks.1.attn.heads": ablate_head_0}):
+    with model.hooks({"blocks.1.attn.heads": ablate_head(0)}):    # tinyattn.interpretability
         logits = model(ids)                        # head 0 of block 1 switched off
 
 A function given to `hooks` gets the activation, a Tensor, and either reads it (returns None) or
