@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tinyattn.tools import bench
-from tinyattn.tools.bench import (generation, gpt2_generation, long_attention, multi_head,
-                                  overhead, training)
+from tinyattn.tools.bench import (generation, gpt2_generation, hooks, long_attention,
+                                  multi_head, overhead, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -92,13 +92,14 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6] and bench.parse(["3", "1"]).parts == [3, 1]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7]
+    assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["7"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, got 7" in capsys.readouterr().err
+        bench.main(["8"])
+    assert "the parts are 1, 2, 3, 4, 5, 6, 7, got 8" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -169,3 +170,22 @@ def test_the_gpt2_generation_bench_compares_the_same_tokens_with_transformers(ca
             torch, gpt2_generation.transformers_model(model, folder))
         np.testing.assert_array_equal(theirs(prompt, 6),
                                       gpt2_generation.tinyattn_generate(model)(prompt, 6))
+
+
+def test_the_hooks_bench_compares_models_that_compute_the_same_step(capsys):
+    """It first checks that the four models' losses, gradients and parameters after the step are
+    bit-for-bit those of the model never hooked; then the reading functions are detached."""
+    ratios = hooks.bench_hooks(1, **TINY_GPT)
+    assert sorted(ratios) == ["after hooks / never hooked", "hook lines / step",
+                              "never hooked, again / never hooked",
+                              "reading hooks / never hooked"]
+    assert all(ratio > 0 for ratio in ratios.values())
+    out = capsys.readouterr().out
+    assert "42 calls per forward pass" not in out and "22 calls per forward pass" in out
+
+
+def test_the_hooks_bench_leaves_no_function_attached():
+    models, ids, targets, block = hooks.the_models(np.float64, **TINY_GPT)
+    assert models["reading hooks"].blocks[0].attn.hooked is not None
+    block.__exit__(None, None, None)
+    assert all(layer.hooked is None for model in models.values() for layer in model.modules())

@@ -24,7 +24,7 @@ CHAPTERS = {
         "functional.sparse_patterns", "functional.sliding_window", "functional.linear_attention",
         "nn.positions", "nn.causal_transformer", "nn.generation", "nn.decoder", "nn.experts"],
     3: ["safetensors", "tokenizer", "nn.checkpoints", "nn.pretrained"],
-    4: ["nn.lora"],
+    4: ["nn.hooks", "interpretability", "nn.lora"],
 }
 # The indexes gather every chapter's names for `import tinyattn as ta`, `tinyattn.functional as F`
 # and `tinyattn.nn as nn`; ops/__init__ gathers chapter 1's ops only.

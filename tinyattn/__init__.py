@@ -11,6 +11,9 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
                           random generator that manual_seed seeds)
     safetensors.py,       chapter 3, a real model's files: weights in the safetensors format,
     tokenizer.py          text as GPT-2's tokens (nn/pretrained.py: GPT-2's weights)
+    interpretability.py   chapter 4, what a model learned: the logit lens, ablation, activation
+                          and attribution patching (nn/hooks.py: every activation by name,
+                          model.run_with_cache and model.hooks); `import tinyattn.interpretability`
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """

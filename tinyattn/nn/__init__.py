@@ -9,7 +9,8 @@ chapter's layers; read the files in this order:
                cross-attention), experts (a mixture of experts)
     chapter 3  checkpoints (Module.save and Module.load), pretrained (GPT-2's own files, which
                CausalTransformer.from_pretrained reads and save_pretrained writes)
-    chapter 4  lora (low-rank adapters: LoRALinear, add_lora, merge_lora, save_lora, load_lora)
+    chapter 4  hooks (every layer's activations by name: Module.run_with_cache and Module.hooks),
+               lora (low-rank adapters: LoRALinear, add_lora, merge_lora, save_lora, load_lora)
 
 What makes a layer's argument bad is in checks.py.
 """
@@ -23,6 +24,7 @@ from tinyattn.nn.generation import KVCache
 from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
 from tinyattn.nn.experts import MixtureOfExperts
 from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, from_pretrained)
+from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hooks)
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",

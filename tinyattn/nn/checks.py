@@ -6,9 +6,9 @@ each gets the arguments by name (`self` first, for a method) and raises a ValueE
 saying what does not fit, with the layer's name put in front by the door.
 
 In the order of the files they serve: module, layers, multi_head_attention, transformer (chapter
-1); causal_transformer and generation, decoder, experts (chapter 2); pretrained (chapter 3); lora
-(chapter 4: besides its doors' checks, those its functions call once they have found the layers
-or read the file they check, as load_state_dict calls state_fits).
+1); causal_transformer and generation, decoder, experts (chapter 2); pretrained (chapter 3);
+hooks and lora (chapter 4: besides their doors' checks, those their functions call once they have
+found the layers or read the file they check, as load_state_dict calls state_fits).
 """
 from collections.abc import Mapping
 
@@ -231,6 +231,160 @@ def gpt2_shaped(self, folder):
 
 # ------------------------------------------------------------------------------------------------
 # Chapter 4
+
+def hook_functions_fit(self, functions):
+    """Module.hooks: {name: function} or [(name, function)], each name one of the model's
+    activations and each function callable. Returns the pairs, as a list."""
+    if isinstance(functions, Mapping):
+        pairs = list(functions.items())
+    elif isinstance(functions, (list, tuple)):
+        pairs = list(functions)
+    else:
+        raise TypeError(f"functions must be a dict {{name: function}} or a list of (name, "
+                        f"function) pairs, got {type(functions).__name__}")
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise TypeError(f"functions must be a dict {{name: function}} or a list of (name, "
+                            f"function) pairs, got the item {pair!r}")
+        if not callable(pair[1]):
+            raise TypeError(f"the function for {pair[0]!r} must be callable, got "
+                            f"{type(pair[1]).__name__}")
+    activations_known(self, [name for name, _ in pairs])
+    return {"functions": pairs}
+
+
+def names_to_cache(self, names):
+    """Module.run_with_cache: None (every activation) or a list of the model's activation names.
+    Returns the names. (run_with_cache passes its inputs on, so this check names it itself.)"""
+    where = f"{type(self).__name__}.run_with_cache"
+    if names is None:
+        return self.activation_names()
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"{where}: names must be a list of activation names, got {names!r}")
+    try:
+        activations_known(self, names)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return list(names)
+
+
+def activations_known(model, names):
+    """Every name one of `model.activation_names()`; the error lists them."""
+    known = model.activation_names()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"no activation {', '.join(map(repr, unknown))}; this "
+                         f"{type(model).__name__}'s activations are {listed(known) or 'none'}")
+
+
+def listed(names):
+    """The names in one line, those of numbered layers once per layer kind:
+    'embed, blocks.N.resid_pre, blocks.N.attn.q, final (N = 0 ... 3)'."""
+    numbers, patterns = set(), []
+    for name in names:
+        parts = name.split(".")
+        numbered = [i for i, part in enumerate(parts) if part.isdigit()][:1]
+        for i in numbered:
+            numbers.add(int(parts[i]))
+            parts[i] = "N"
+        if ".".join(parts) not in patterns:
+            patterns.append(".".join(parts))
+    if not numbers:
+        return ", ".join(patterns)
+    low, high = min(numbers), max(numbers)
+    span = f"N = {low} ... {high}" if len(numbers) == high - low + 1 else f"N in {sorted(numbers)}"
+    return f"{', '.join(patterns)} ({span})"
+
+
+def replacement_fits(model, name, activation, replacement):
+    """What a function given to Module.hooks returned in place of the activation `name`: a
+    Tensor of the activation's shape and dtype. (Called in the forward pass: it names hooks.)"""
+    where = f"{type(model).__name__}.hooks: the function on {name!r}"
+    if not isinstance(replacement, Tensor):
+        raise TypeError(f"{where} returned a {type(replacement).__name__}: return None to leave "
+                        f"the activation as it is, or a Tensor to replace it (ta.tensor(array) "
+                        f"for numbers of your own: gradients stop there)")
+    if replacement.shape != activation.shape or replacement.dtype != activation.dtype:
+        raise ValueError(f"{where} returned a {replacement.dtype} tensor of shape "
+                         f"{replacement.shape} for an activation {activation.dtype} "
+                         f"{activation.shape}: a replacement has the activation's shape and dtype")
+
+
+def computed_once(model, name, cache):
+    """Module.run_with_cache: an activation computed once per forward pass (a layer called twice
+    in one pass would compute its activations twice, under one name)."""
+    if name in cache:
+        raise ValueError(f"{type(model).__name__}.run_with_cache: the activation {name!r} was "
+                         f"computed twice in one forward pass (its layer was called twice); a "
+                         f"cache holds one array per name")
+
+
+def lens_model_fits(model):
+    """logit_lens: a language model of `blocks`, with a final `ln` and a `head`."""
+    if not all(hasattr(model, part) for part in ("blocks", "ln", "head")):
+        raise TypeError(f"logit_lens: the model must be a language model with blocks, a final "
+                        f"LayerNorm `ln` and a `head` (an nn.CausalTransformer), got "
+                        f"{type(model).__name__}")
+
+
+def head_in_range(function, head, x):
+    """A head of an activation (B, H, ...)."""
+    if x.ndim < 2 or not -x.shape[1] <= head < x.shape[1]:
+        raise ValueError(f"{function}: head {head} of an activation of shape {x.shape}, which "
+                         f"has {x.shape[1] if x.ndim >= 2 else 'no'} heads on axis 1")
+
+
+def patching_fits(model, source, metric, names, function):
+    """activation_patching and attribution_patching: names of the model's activations (a list),
+    a source cache (a dict) holding each, a callable metric."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"{function}: names must be a list of activation names, got {names!r}")
+    try:
+        activations_known(model, names)
+    except ValueError as error:
+        raise ValueError(f"{function}: {error}") from None
+    if not isinstance(source, Mapping):
+        raise TypeError(f"{function}: source must be a cache, {{name: array}} (from "
+                        f"model.run_with_cache), got {type(source).__name__}")
+    missing = [name for name in names if name not in source]
+    if missing:
+        raise ValueError(f"{function}: source holds no {', '.join(map(repr, missing))}: cache "
+                         f"them in the clean run (run_with_cache with names=None keeps all)")
+    if not callable(metric):
+        raise TypeError(f"{function}: metric must be a function of the logits, got "
+                        f"{type(metric).__name__}")
+
+
+def source_shapes_fit(source, activations, function):
+    """Each source array of the shape and dtype the activation has in the patched run."""
+    for name, activation in activations.items():
+        given = np.asarray(source[name])
+        if given.shape != activation.shape or given.dtype != activation.dtype:
+            raise ValueError(f"{function}: source[{name!r}] is {given.dtype} {given.shape}, but "
+                             f"the activation is {activation.dtype} {activation.shape} on these "
+                             f"ids: the clean and corrupted inputs must have one shape")
+
+
+def metric_number(function, value):
+    """What a metric returned: a number, or a one-element Tensor; as a float."""
+    array = np.asarray(value.data if isinstance(value, Tensor) else value)
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise ValueError(f"{function}: the metric must return one number (or a one-element "
+                         f"Tensor), got {type(value).__name__} of shape {array.shape}")
+    return float(array.reshape(()))
+
+
+def differentiable_metric(function, value):
+    """attribution_patching's metric: a one-element Tensor, computed with a graph."""
+    if not isinstance(value, Tensor) or value.size != 1:
+        raise ValueError(f"{function}: the metric must return a one-element Tensor computed "
+                         f"from the logits, to differentiate; got {type(value).__name__} of "
+                         f"shape {np.shape(value)}")
+    if not value.requires_grad:
+        raise ValueError(f"{function}: the metric's value has no graph to differentiate: call "
+                         f"{function} outside ta.no_grad(), with a metric made of tinyattn ops")
+
+
 # (This file cannot import nn.layers or nn.module, which import it: a Linear is told by what LoRA
 # uses of it, its sizes and a 2-D weight; a Module by its tree of children.)
 

@@ -10,8 +10,8 @@ commands:
   check   run the gradient checks of every op and layer and print a table
   bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
           1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
-          5 generation with and without the cache, 6 generation on GPT-2 small's shape;
-          `bench 3 5` runs only those parts
+          5 generation with and without the cache, 6 generation on GPT-2 small's shape,
+          7 a training step with and without chapter 4's hooks; `bench 3 5` runs only those
   download gpt2 [FOLDER]
           GPT-2 small's weights and tokenizer from the Hugging Face hub, each file checked
           (default folder: ~/.cache/tinyattn/gpt2)

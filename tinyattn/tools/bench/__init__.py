@@ -6,9 +6,10 @@ neighbour on a shared machine slows all of them alike: parts 1-3 the same comput
 with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
 to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
 attention; part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape
-against Hugging Face transformers, when it is installed. What is reported is the median over
-rounds of the per-round ratio, never a lone absolute time. BLAS runs on one thread, so that the
-ratios compare the work done, not how it was spread over cores.
+against Hugging Face transformers, when it is installed; part 7 the training step of part 3 with
+and without chapter 4's hooks. What is reported is the median over rounds of the per-round ratio,
+never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work done,
+not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
@@ -18,6 +19,7 @@ ratios compare the work done, not how it was spread over cores.
                           memory; block-sparse against flash (the full causal layout)
     generation.py      5. writing text with and without the key/value cache
     gpt2_generation.py 6. writing text with GPT-2 small's shape, against transformers' generate
+    hooks.py           7. part 3's training step with and without chapter 4's hooks
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -30,13 +32,15 @@ import numpy as np
 from tinyattn.tools.bench.multi_head import bench_attention
 from tinyattn.tools.bench.generation import bench_generation
 from tinyattn.tools.bench.gpt2_generation import bench_gpt2_generation
+from tinyattn.tools.bench.hooks import bench_hooks
 from tinyattn.tools.bench.long_attention import bench_long_attention
 from tinyattn.tools.bench.overhead import bench_chain
 from tinyattn.tools.bench.training import bench_training_step
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
-         5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation}
+         5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
+         7: bench_hooks}
 
 
 def run_with_one_blas_thread(argv):

@@ -1,0 +1,303 @@
+"""Chapter 4's hooks (tinyattn/nn/hooks.py): the cache holds what the forward pass computed, a
+function attached by name reads or replaces an activation (and gradients flow through what it
+returns), the functions are gone after the `with` block whatever happened in it, and bad names or
+bad replacements are named."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+from tinyattn.functional.scaled_dot_product import causal_mask
+from tinyattn.interpretability import ablate_head
+
+B, T, V, E, H = 2, 6, 11, 16, 4
+GPT2_TINY = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
+
+
+def small_model(dtype=np.float64, seed=0, **options):
+    ta.manual_seed(seed)
+    return nn.CausalTransformer(V, E, H, num_layers=2, max_len=8, dtype=dtype, **options).eval()
+
+
+def some_ids(seed=0):
+    return np.random.default_rng(seed).integers(0, V, (B, T))
+
+
+def nothing_attached(model):
+    return all(layer.hooked is None for layer in model.modules())
+
+
+# ------------------------------------------------------------------------------------------------
+# The cache
+
+def test_the_cache_holds_every_named_activation_in_the_order_computed():
+    model = small_model()
+    logits, cache = model.run_with_cache(some_ids())
+    per_block = ["resid_pre", "attn.q", "attn.k", "attn.v", "attn.weights", "attn.heads",
+                 "attn.out", "resid_mid", "mlp_out", "resid_post"]
+    assert list(cache) == ["embed", *(f"blocks.{i}.{name}" for i in range(2) for name in
+                                      per_block), "final"]
+    assert set(cache) == set(model.activation_names())
+    assert all(isinstance(array, np.ndarray) for array in cache.values())
+    np.testing.assert_array_equal(logits.data, model(some_ids()).data)
+
+
+def test_cached_activations_are_those_the_forward_pass_computed():
+    """Each block recomputed by hand from the cached stream gives the next cached numbers, and
+    the attention weights are those `return_weights` gives."""
+    model, ids = small_model(), some_ids()
+    logits, cache = model.run_with_cache(ids)
+    _, weights = model(ids, return_weights=True)
+    np.testing.assert_array_equal(cache["embed"], model.positions(model.embed(ids)).data)
+    mask = causal_mask(T, T)
+    for i, block in enumerate(model.blocks):
+        name = f"blocks.{i}."
+        np.testing.assert_array_equal(cache[name + "attn.weights"], weights[i].data)
+        x = ta.tensor(cache[name + "resid_pre"])
+        attn = block.attn
+        q = attn.q_proj(block.ln1(x)).reshape(B, T, H, E // H).transpose(0, 2, 1, 3)
+        np.testing.assert_array_equal(cache[name + "attn.q"], q.data)
+        np.testing.assert_allclose(cache[name + "attn.heads"],
+                                   cache[name + "attn.weights"] @ cache[name + "attn.v"],
+                                   rtol=1e-12, atol=1e-12)
+        merged = cache[name + "attn.heads"].transpose(0, 2, 1, 3).reshape(B, T, E)
+        np.testing.assert_array_equal(cache[name + "attn.out"],
+                                      attn.out_proj(ta.tensor(merged)).data)
+        np.testing.assert_array_equal(cache[name + "resid_mid"],
+                                      cache[name + "resid_pre"] + cache[name + "attn.out"])
+        np.testing.assert_array_equal(cache[name + "resid_post"],
+                                      cache[name + "resid_mid"] + cache[name + "mlp_out"])
+        np.testing.assert_array_equal(cache[name + "resid_post"],
+                                      block.forward_with_weights(x, mask)[0].data)
+        if i > 0:
+            np.testing.assert_array_equal(cache[name + "resid_pre"],
+                                          cache[f"blocks.{i - 1}.resid_post"])
+    np.testing.assert_array_equal(cache["final"], model.ln(ta.tensor(cache["blocks.1.resid_post"]))
+                                  .data)
+    np.testing.assert_array_equal(model.head(ta.tensor(cache["final"])).data, logits.data)
+
+
+def test_names_choose_what_is_cached_and_float32_stays_float32():
+    model = small_model(np.float32)
+    logits, cache = model.run_with_cache(some_ids(), names=["blocks.1.attn.weights", "embed"])
+    assert list(cache) == ["embed", "blocks.1.attn.weights"]         # the order computed
+    assert cache["blocks.1.attn.weights"].shape == (B, H, T, T)
+    assert logits.dtype == cache["embed"].dtype == cache["blocks.1.attn.weights"].dtype \
+        == np.float32
+
+
+def test_gpt2_from_pretrained_runs_with_a_cache():
+    model = nn.CausalTransformer.from_pretrained(GPT2_TINY)
+    ids = np.array([[464, 2068, 7586, 21831, 18045, 625]])
+    with ta.no_grad():
+        logits, cache = model.run_with_cache(ids)
+        np.testing.assert_array_equal(logits.data, model(ids).data)
+    layers, heads = len(model.blocks), model.num_heads
+    for i in range(layers):
+        weights = cache[f"blocks.{i}.attn.weights"]
+        assert weights.shape == (1, heads, 6, 6) and weights.dtype == np.float32
+        np.testing.assert_allclose(weights.sum(axis=-1), 1, rtol=1e-5)
+
+
+def test_any_layer_runs_with_a_cache():
+    ta.manual_seed(0)
+    attention = nn.MultiHeadAttention(E, H)
+    x = ta.tensor(np.random.default_rng(0).standard_normal((B, T, E)))
+    (output, weights), cache = attention.run_with_cache(x, is_causal=True)
+    assert list(cache) == ["q", "k", "v", "weights", "heads", "out"]
+    np.testing.assert_array_equal(cache["out"], output.data)
+    np.testing.assert_array_equal(cache["weights"], weights.data)
+
+
+def test_a_layer_called_twice_in_one_pass_is_named():
+    class Twice(nn.Module):
+        def __init__(self):
+            self.attention = nn.MultiHeadAttention(E, H)
+
+        def forward(self, x):
+            return self.attention(self.attention(x)[0])[0]
+
+    ta.manual_seed(0)
+    twice = Twice()
+    x = ta.tensor(np.zeros((1, 3, E)))
+    with pytest.raises(ValueError, match=r"^Twice.run_with_cache: the activation 'attention.q' "
+                                         r"was computed twice in one forward pass"):
+        twice.run_with_cache(x)
+    assert nothing_attached(twice)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading and replacing
+
+def test_a_function_that_returns_none_reads_and_changes_nothing():
+    model, ids = small_model(), some_ids()
+    seen = []
+    with model.hooks({"blocks.0.attn.weights": seen.append}):
+        logits = model(ids)
+    assert len(seen) == 1 and isinstance(seen[0], ta.Tensor) and seen[0].shape == (B, H, T, T)
+    np.testing.assert_array_equal(logits.data, model(ids).data)
+
+
+@pytest.mark.parametrize("name", small_model().activation_names())
+def test_replacing_an_activation_by_itself_changes_nothing_bit_for_bit(name):
+    """The logits and every parameter's gradient, with the activation replaced by itself and by
+    `x * 1.0` (a new tensor with its numbers, in the graph), equal those without a hook."""
+    model, ids = small_model(), some_ids()
+    targets = some_ids(seed=1)
+
+    def run():
+        model.zero_grad()
+        logits = model(ids)
+        ta.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)).backward()
+        return [logits.data] + [p.grad for p in model.parameters()]
+
+    plain = run()
+    for itself in (lambda x: x, lambda x: x * 1.0):
+        with model.hooks({name: itself}):
+            hooked = run()
+        for got, want in zip(hooked, plain):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_functions_on_one_name_run_in_the_order_given():
+    model, ids = small_model(), some_ids()
+    calls = []
+    with model.hooks([("blocks.1.attn.out", lambda x: calls.append("first") or x * 2.0),
+                      ("blocks.1.attn.out", lambda x: calls.append(x.data.copy()))]):
+        model(ids)
+    _, cache = model.run_with_cache(ids, names=["blocks.1.attn.out"])
+    assert calls[0] == "first"
+    np.testing.assert_array_equal(calls[1], 2.0 * cache["blocks.1.attn.out"])
+
+
+def test_zero_ablating_a_head_through_a_hook_equals_removing_it_by_hand():
+    """Head 2 of block 1 removed by hand: its columns of out_proj set to zero, so that the merged
+    heads' slice h*D ... (h+1)*D - 1 reaches nothing."""
+    model, ids = small_model(), some_ids()
+    head, D = 2, E // H
+    with model.hooks({"blocks.1.attn.heads": ablate_head(head)}):
+        ablated = model(ids).data
+    by_hand = small_model()
+    by_hand.blocks[1].attn.out_proj.weight.data[:, head * D:(head + 1) * D] = 0.0
+    np.testing.assert_allclose(ablated, by_hand(ids).data, rtol=1e-13, atol=1e-13)
+    assert not np.allclose(ablated, model(ids).data, atol=1e-3)      # the head did something
+
+
+def test_ablating_keeps_float32():
+    model = small_model(np.float32)
+    with model.hooks({"blocks.0.attn.heads": ablate_head(0)}):
+        _, cache = model.run_with_cache(some_ids(), names=["blocks.0.attn.heads"])
+    heads = cache["blocks.0.attn.heads"]
+    assert heads.dtype == np.float32 and (heads[:, 0] == 0).all() and (heads[:, 1] != 0).any()
+
+
+def test_gradients_flow_through_a_replacement():
+    """gradcheck through a patched forward pass: head 1 of block 0's output replaced by a tensor
+    P of our own, the rest kept; the logits' gradients with respect to P, to a parameter before
+    the patch (it reaches the logits through the heads left in place) and to one after it."""
+    model, ids = small_model(), some_ids()
+    D = E // H
+    chosen = np.zeros((1, H, 1, 1), dtype=bool)
+    chosen[:, 1] = True
+    P = ta.tensor(np.random.default_rng(2).standard_normal((B, H, T, D)), requires_grad=True)
+    before = model.blocks[0].attn.v_proj.weight
+    after = model.blocks[1].attn.q_proj.weight
+
+    def patched(P, before, after):
+        with model.hooks({"blocks.0.attn.heads": lambda x: ta.where(chosen, P, x)}):
+            return model(ids)
+
+    assert ta.gradcheck(patched, [P, before, after])
+    model.zero_grad()
+    patched(P, before, after).sum().backward()
+    assert (P.grad[:, 1] != 0).any() and (P.grad[:, [0, 2, 3]] == 0).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# Attached only within the block
+
+def test_functions_are_detached_on_leaving_even_after_an_error():
+    model, ids = small_model(), some_ids()
+    with pytest.raises(RuntimeError, match="raised in the block"):
+        with model.hooks({"blocks.0.attn.weights": lambda x: None, "final": lambda x: None}):
+            assert not nothing_attached(model)
+            raise RuntimeError("raised in the block")
+    assert nothing_attached(model)
+
+    def failing(x):
+        raise KeyError("raised in a hook")
+    with pytest.raises(KeyError):
+        with model.hooks({"blocks.1.attn.q": failing}):
+            model(ids)
+    assert nothing_attached(model)
+
+
+def test_the_key_value_cache_still_works_inside_hooks():
+    model, ids = small_model(), some_ids()
+    with model.hooks({"blocks.0.attn.weights": lambda x: None}):
+        with_hooks = model.generate(ids, 2, temperature=0)
+    np.testing.assert_array_equal(with_hooks, model.generate(ids, 2, temperature=0))
+    assert nothing_attached(model)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad names, bad functions, bad replacements
+
+def test_an_unknown_name_lists_the_models_activations_and_attaches_nothing():
+    model = small_model()
+    listed = (r"this CausalTransformer's activations are embed, final, blocks.N.resid_pre, "
+              r"blocks.N.resid_mid, blocks.N.mlp_out, blocks.N.resid_post, blocks.N.attn.q, "
+              r"blocks.N.attn.k, blocks.N.attn.v, blocks.N.attn.weights, blocks.N.attn.heads, "
+              r"blocks.N.attn.out \(N = 0 ... 1\)$")
+    with pytest.raises(ValueError, match=r"^CausalTransformer.hooks: no activation "
+                                         r"'blocks.2.attn.weights'; " + listed):
+        with model.hooks({"embed": lambda x: None, "blocks.2.attn.weights": lambda x: None}):
+            pass
+    assert nothing_attached(model)
+    with pytest.raises(ValueError, match=r"^CausalTransformer.run_with_cache: no activation "
+                                         r"'attn.weights'; " + listed):
+        model.run_with_cache(some_ids(), names=["attn.weights"])
+
+
+@pytest.mark.parametrize("functions, error, message", [
+    ("embed", TypeError, r"functions must be a dict \{name: function\} or a list of \(name, "
+                         r"function\) pairs, got str"),
+    ([("embed",)], TypeError, r"functions must be .* pairs, got the item \('embed',\)"),
+    ({"embed": 3}, TypeError, r"the function for 'embed' must be callable, got int"),
+])
+def test_functions_that_are_not_functions_are_named(functions, error, message):
+    with pytest.raises(error, match=r"^CausalTransformer.hooks: " + message):
+        small_model().hooks(functions)
+
+
+def test_names_to_cache_must_be_a_list():
+    with pytest.raises(TypeError, match=r"^CausalTransformer.run_with_cache: names must be a "
+                                        r"list of activation names, got 'embed'"):
+        small_model().run_with_cache(some_ids(), names="embed")
+
+
+@pytest.mark.parametrize("replacement, error, message", [
+    (lambda x: x.data, TypeError, r"returned a ndarray: return None to leave the activation as "
+                                  r"it is, or a Tensor to replace it"),
+    (lambda x: x[:, :2], ValueError, r"returned a float64 tensor of shape \(2, 2, 6, 4\) for an "
+                                     r"activation float64 \(2, 4, 6, 4\): a replacement has the "
+                                     r"activation's shape and dtype"),
+    (lambda x: ta.tensor(x.data.astype(np.float32)), ValueError, r"returned a float32 tensor"),
+])
+def test_a_replacement_of_another_kind_shape_or_dtype_is_named(replacement, error, message):
+    model = small_model()
+    with pytest.raises(error, match=r"^CausalTransformer.hooks: the function on "
+                                    r"'blocks.0.attn.heads' " + message):
+        with model.hooks({"blocks.0.attn.heads": replacement}):
+            model(some_ids())
+    assert nothing_attached(model)
+
+
+def test_ablating_a_head_that_is_not_there_is_named():
+    model = small_model()
+    with pytest.raises(ValueError, match=r"^ablate_head: head 4 of an activation of shape "
+                                         r"\(2, 4, 6, 4\), which has 4 heads on axis 1"):
+        with model.hooks({"blocks.0.attn.heads": ablate_head(4)}):
+            model(some_ids())
