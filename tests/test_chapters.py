@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(tinyattn.__file__).parent
 
 CHAPTERS = {
     1: ["engine", "plumbing", "arguments", "rng", "gradient_check", "optim", "ops.checks",
-        "ops.elementwise", "ops.reductions", "ops.shape", "ops.matmul", "ops.softmax",
+        "ops.elementwise", "ops.reductions", "ops.shape", "ops.matmul", "ops.linear", "ops.softmax",
         "ops.layer_norm", "functional.checks", "functional.basics",
         "functional.scaled_dot_product", "nn.checks", "nn.module", "nn.layers",
         "nn.multi_head_attention", "nn.transformer"],

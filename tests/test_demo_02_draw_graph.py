@@ -22,14 +22,13 @@ def run(tmp_path_factory):
 
 def test_the_graphs_have_the_nodes_they_should(run):
     numbers, _ = run
-    # MLP: 2 x (transpose, matmul, add) + relu + cross_entropy (reshape, log_softmax, index, mean,
-    # neg); leaves: 2 weights, 2 biases (the input batch is a constant).
-    # Head: 3 x (transpose, matmul, add) + transpose, matmul, mul, softmax, matmul; x + 6 params.
-    # Multi-head: 4 projections x 5 (a batch folded into rows: reshape, transpose, matmul, add,
-    # reshape) + 3 x (reshape, transpose) + the 5 attention ops + merge (transpose, reshape);
-    # x + 8 params.
-    assert numbers == {"mlp_ops": 12, "mlp_leaves": 4, "attention_head_ops": 14,
-                       "attention_head_leaves": 7, "multi_head_attention_ops": 33,
+    # MLP: 2 x linear + relu + cross_entropy (reshape, log_softmax, index, mean, neg); leaves: 2
+    # weights, 2 biases (the input batch is a constant).
+    # Head: 3 x linear + transpose, matmul, mul, softmax, matmul; x + 6 params.
+    # Multi-head: 4 x linear + 3 x (reshape, transpose) + the 5 attention ops + merge (transpose,
+    # reshape); x + 8 params.
+    assert numbers == {"mlp_ops": 8, "mlp_leaves": 4, "attention_head_ops": 8,
+                       "attention_head_leaves": 7, "multi_head_attention_ops": 17,
                        "multi_head_attention_leaves": 9, "key_bias_grad": numbers["key_bias_grad"]}
     assert numbers["key_bias_grad"] < 1e-12          # softmax ignores a shift of a whole row
 
@@ -62,5 +61,5 @@ def test_the_multi_head_drawing_boxes_its_parts():
 def test_the_heads_page_steps_through_every_node_with_each_op_checked():
     ta.manual_seed(0)
     page = demo.head_view().html
-    # the head's 14 ops and the loss's 2 (mul, sum), each op's backward right; 7 leaves unchecked
-    assert page.count('"verdict":"good"') == 16 and page.count('"verdict":null') == 7
+    # the head's 8 ops and the loss's 2 (mul, sum), each op's backward right; 7 leaves unchecked
+    assert page.count('"verdict":"good"') == 10 and page.count('"verdict":null') == 7

@@ -53,18 +53,14 @@ digraph tinyattn {
 \tn0 [label="weight\\n(2, 3)" fillcolor="#cfe2f3" style=filled]
 \tn1 [label="bias\\n(2,)" fillcolor="#cfe2f3" style=filled]
 \tn2 [label="x\\n(4, 3)" fillcolor="#fff2cc" style=filled]
-\tn3 [label="transpose\\n(3, 2)"]
-\tn4 [label="matmul\\n(4, 2)"]
-\tn5 [label="add\\n(4, 2)"]
-\tn6 [label="relu\\n(4, 2)"]
-\tn7 [label="sum\\n()" fillcolor="#f9cb9c" penwidth=2]
+\tn3 [label="linear\\n(4, 2)"]
+\tn4 [label="relu\\n(4, 2)"]
+\tn5 [label="sum\\n()" fillcolor="#f9cb9c" penwidth=2]
+\tn2 -> n3
 \tn0 -> n3
-\tn2 -> n4
+\tn1 -> n3
 \tn3 -> n4
 \tn4 -> n5
-\tn1 -> n5
-\tn5 -> n6
-\tn6 -> n7
 }
 """
 
@@ -152,7 +148,7 @@ def test_one_cluster_per_head():
         named_by_linear = [label for label in inside if label.startswith(("weight", "bias"))]
         assert len(named_by_linear) == 6
         assert sum(label.startswith("softmax") for label in inside) == 1
-        assert len(inside) == 6 + 3 * 3 + 5         # 3 x (transpose, matmul, add), attention: 5
+        assert len(inside) == 6 + 3 + 5             # 3 x linear, attention: 5
     outside = [label for _, label, clusters in placed if not clusters]
     assert outside == ["leaf\\n(3, 4)", "concatenate\\n(3, 4)"]
 
@@ -174,8 +170,7 @@ def test_attention_cluster_inside_a_transformer_block():
     assert not any(label.startswith(("ln1.", "ln2.", "ff.")) for label in in_attention)
     in_q_proj = {label.split("\\n")[0] for _, label, clusters in placed
                  if clusters == ["attention", "q_proj"]}
-    assert in_q_proj == {"attn.q_proj.weight", "attn.q_proj.bias", "transpose", "matmul", "add",
-                         "reshape"}        # a batch of sequences folded into rows, and back
+    assert in_q_proj == {"attn.q_proj.weight", "attn.q_proj.bias", "linear"}
 
 
 def test_clusters_that_overlap_without_nesting_are_refused():

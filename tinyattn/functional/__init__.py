@@ -1,7 +1,7 @@
 """Functions on tensors, composed from the ops: `import tinyattn.functional as F`. This file is the
 index of every chapter's functions; read the files in this order:
 
-    chapter 1  basics (activations, softmax, layer norm, dropout, cross-entropy), then
+    chapter 1  basics (linear, activations, softmax, layer norm, dropout, cross-entropy), then
                scaled_dot_product (attention, with shape comments on every line)
     chapter 2  positions (the sinusoidal table, rotary embeddings, ALiBi), then attention that
                scales: fused_attention (FlashAttention's door: the same attention, block by block,
@@ -12,7 +12,7 @@ index of every chapter's functions; read the files in this order:
 
 What makes an argument bad is in checks.py.
 """
-from tinyattn.functional.basics import (softmax, log_softmax, relu, gelu, layer_norm, dropout,
+from tinyattn.functional.basics import (linear, softmax, log_softmax, relu, gelu, layer_norm, dropout,
                                         cross_entropy)
 from tinyattn.functional.scaled_dot_product import attention, scaled_dot_product_attention
 from tinyattn.functional.positions import sinusoidal_positions, rope, alibi_slopes, alibi_bias
@@ -24,7 +24,7 @@ from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, spars
 from tinyattn.functional.sliding_window import sliding_window_attention
 from tinyattn.functional.linear_attention import elu, linear_attention, linear_attention_step
 
-__all__ = ["softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
+__all__ = ["linear", "softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
            "cross_entropy", "attention", "scaled_dot_product_attention", "sinusoidal_positions",
            "rope", "alibi_slopes", "alibi_bias", "flash_attention", "block_sparse_attention",
            "local_mask", "strided_mask", "sparse_transformer_mask", "global_mask",

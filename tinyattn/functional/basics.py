@@ -1,5 +1,5 @@
-"""The functions a transformer uses besides attention: activations, softmax, layer norm, dropout
-and the cross-entropy loss.
+"""The functions a transformer uses besides attention: the affine map of a Linear layer,
+activations, softmax, layer norm, dropout and the cross-entropy loss.
 
 Everything here is composed from the ops in `tinyattn.ops`, except softmax, log-softmax, GELU and
 layer norm, which are fused ops of their own (each checked against the composed formula it
@@ -23,6 +23,14 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (see `ops.softmax.LogSoftmax`)."""
     return ops.LogSoftmax.apply(x, axis=axis)
+
+
+@door(x="(..., I)", weight="(O, I)", bias=optional("(O)"))
+def linear(x, weight, bias=None):
+    """x @ weight^T + bias over the last axis of x, as PyTorch's `F.linear`: x (..., I),
+    weight (O, I), bias (O,) or None -> (..., O). One op (`ops.linear.Linear`, where its backward
+    is derived); the checklist compares it with the same formula composed from primitive ops."""
+    return ops.Linear.apply(x, weight, 0.0 if bias is None else bias)
 
 
 @door(x=any_tensor)

@@ -17,16 +17,10 @@ from tinyattn.plumbing import data_of
 
 
 class Linear(Module):
-    """y = x @ weight^T + bias, with PyTorch's layout: weight is (out_features, in_features).
+    """y = x @ weight^T + bias, with PyTorch's layout: weight is (out_features, in_features); x may
+    have any leading axes, (..., in_features) -> (..., out_features) (`F.linear`, one op).
 
     Initialised uniformly in +-1/sqrt(in_features), as PyTorch does (0 when in_features is 0).
-
-    Speed: x may have any leading axes (..., in_features); with more than one, forward folds
-    them into rows first, so that the product is one (N, in) @ (in, out). As written,
-    x @ weight^T would be one small product per batch element (NumPy's @ loops over the batch
-    axes), and its backward dL/dweight^T = x^T @ grad one per batch element, summed afterwards
-    by the sweep. The same numbers; `dev/measure_tricks.py` measures what the folding saves on a
-    training step.
     """
 
     @door(in_features=at_least(0), out_features=at_least(0), bias=bool, dtype=floating_dtype)
@@ -38,13 +32,7 @@ class Linear(Module):
 
     @door(x="(..., in_features)")
     def forward(self, x):
-        batch = x.shape[:-1]                                            # (...)
-        if len(batch) > 1:      # speed: the batch axes folded into rows (see above)
-            x = x.reshape(math.prod(batch), self.in_features)           # (N, in)
-        y = x @ self.weight.T                                           # (N, in) @ (in, out)
-        if self.bias is not None:
-            y = y + self.bias                                           # (N, out)
-        return y.reshape(*batch, self.out_features) if len(batch) > 1 else y    # (..., out)
+        return F.linear(x, self.weight, self.bias)                      # (..., out_features)
 
     def extra_repr(self):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"

@@ -1,6 +1,6 @@
 """The ops: one class per differentiable operation, each a `Function` with forward and backward.
 
-Read them in this order: elementwise, reductions, shape, matmul, softmax, layer_norm. What makes
+Read them in this order: elementwise, reductions, shape, matmul, linear, softmax, layer_norm. What makes
 an op's input bad is in checks.py, one line in each op names its check. Chapter 2 adds two files,
 imported where they are used: elu_and_cumsum.py (ELU and the running sum, for linear attention)
 and flash_attention.py (a whole attention fused into one op).
@@ -12,5 +12,6 @@ from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index
                                 concatenate, stack)
 from tinyattn.ops.checks import swapped_axes
 from tinyattn.ops.matmul import Matmul
+from tinyattn.ops.linear import Linear
 from tinyattn.ops.softmax import Softmax, LogSoftmax
 from tinyattn.ops.layer_norm import LayerNorm

@@ -1,4 +1,4 @@
-"""The checklist's rows for the fused ops that replace a chain of primitive ops (softmax,
+"""The checklist's rows for the fused ops that replace a chain of primitive ops (linear, softmax,
 log-softmax, GELU, layer norm):
 each is checked as an op (against NumPy, and against finite differences), and against the chain it
 replaces, kept below as its reference: same output, same gradients, number by number.
@@ -9,6 +9,17 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn.tools.checklist.cases import FusedCase, OpCase
+
+
+def composed_linear(x, weight, bias=None):
+    """F.linear written with primitive ops (transpose, matmul, add): the reference of the fused
+    op, a batch of sequences multiplied sequence by sequence."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def np_linear(x, weight, bias=0.0):
+    return x @ weight.T + bias
 
 
 def composed_softmax(x, axis=-1):
@@ -54,6 +65,10 @@ def np_layer_norm(x, weight=1.0, bias=0.0, eps=1e-5):
 
 
 OP_CASES = [
+    OpCase("linear", F.linear, np_linear, ((4, 3), (2, 3), (2,))),
+    OpCase("linear, a batch of sequences", F.linear, np_linear, ((2, 5, 3), (4, 3), (4,))),
+    OpCase("linear, no bias", F.linear, np_linear, ((3, 2, 4, 3), (5, 3))),
+    OpCase("linear, one vector", F.linear, np_linear, ((3,), (2, 3), (2,))),
     OpCase("gelu", F.gelu, np_gelu, ((3, 4),)),
     OpCase("gelu, large inputs", lambda x: F.gelu(4.0 * x), lambda x: np_gelu(4.0 * x), ((2, 5),)),
     OpCase("gelu, 0-d", F.gelu, np_gelu, ((),)),
@@ -63,6 +78,8 @@ OP_CASES = [
 ]
 
 FUSED_CASES = [
+    FusedCase("linear = composed", F.linear, composed_linear, ((2, 5, 3), (4, 3), (4,))),
+    FusedCase("linear = composed, no bias", F.linear, composed_linear, ((6, 3), (2, 3))),
     FusedCase("softmax = composed", F.softmax, composed_softmax, ((3, 5),)),
     FusedCase("softmax = composed, axis 0", lambda x: F.softmax(x, axis=0),
               lambda x: composed_softmax(x, axis=0), ((4, 3, 2),)),
