@@ -81,6 +81,21 @@ def compare_gradients(fn, inputs, eps=1e-6, directions=None, seed=0):
     return comparisons
 
 
+def analytical_gradients(inputs, checked, outputs, seeds):
+    """dL/dx for each checked input, from backward sweeps seeded with v; earlier .grad untouched."""
+    kept = {i: inputs[i].grad for i in checked}
+    for i in checked:
+        inputs[i].grad = None
+    for out, v in zip(outputs, seeds):
+        if out.requires_grad:
+            out.backward(v.astype(out.dtype), retain_graph=True)
+    gradients = {i: (np.zeros(inputs[i].shape) if inputs[i].grad is None
+                     else inputs[i].grad.astype(np.float64)) for i in checked}
+    for i in checked:
+        inputs[i].grad = kept[i]
+    return gradients
+
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, directions=None, seed=0):
     """Check the gradients of `fn(*inputs)` with respect to every input that requires grad.
 
@@ -192,18 +207,3 @@ def refuse_randomness(outputs, fn, inputs):
             f"{k} differs ({different}), so its finite differences are noise. Take the "
             f"randomness out of fn: build layers outside it, call .eval() on them (dropout), or "
             f"seed its draws (ta.manual_seed(0) as its first line)")
-
-
-def analytical_gradients(inputs, checked, outputs, seeds):
-    """dL/dx for each checked input, from backward sweeps seeded with v; earlier .grad untouched."""
-    kept = {i: inputs[i].grad for i in checked}
-    for i in checked:
-        inputs[i].grad = None
-    for out, v in zip(outputs, seeds):
-        if out.requires_grad:
-            out.backward(v.astype(out.dtype), retain_graph=True)
-    gradients = {i: (np.zeros(inputs[i].shape) if inputs[i].grad is None
-                     else inputs[i].grad.astype(np.float64)) for i in checked}
-    for i in checked:
-        inputs[i].grad = kept[i]
-    return gradients
