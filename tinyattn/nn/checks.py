@@ -256,16 +256,20 @@ def hook_functions_fit(self, functions):
 def names_to_cache(self, names):
     """Module.run_with_cache: None (every activation) or a list of the model's activation names.
     Returns the names. (run_with_cache passes its inputs on, so this check names it itself.)"""
-    where = f"{type(self).__name__}.run_with_cache"
     if names is None:
         return self.activation_names()
-    if isinstance(names, str) or not isinstance(names, (list, tuple)):
-        raise TypeError(f"{where}: names must be a list of activation names, got {names!r}")
-    try:
-        activations_known(self, names)
-    except ValueError as error:
-        raise ValueError(f"{where}: {error}") from None
+    names_known(self, names, f"{type(self).__name__}.run_with_cache")
     return list(names)
+
+
+def names_known(model, names, function):
+    """A list of the model's activation names; errors begin with `function`."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"{function}: names must be a list of activation names, got {names!r}")
+    try:
+        activations_known(model, names)
+    except ValueError as error:
+        raise ValueError(f"{function}: {error}") from None
 
 
 def activations_known(model, names):
@@ -337,12 +341,7 @@ def head_in_range(function, head, x):
 def patching_fits(model, source, metric, names, function):
     """activation_patching and attribution_patching: names of the model's activations (a list),
     a source cache (a dict) holding each, a callable metric."""
-    if isinstance(names, str) or not isinstance(names, (list, tuple)):
-        raise TypeError(f"{function}: names must be a list of activation names, got {names!r}")
-    try:
-        activations_known(model, names)
-    except ValueError as error:
-        raise ValueError(f"{function}: {error}") from None
+    names_known(model, names, function)
     if not isinstance(source, Mapping):
         raise TypeError(f"{function}: source must be a cache, {{name: array}} (from "
                         f"model.run_with_cache), got {type(source).__name__}")

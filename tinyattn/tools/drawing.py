@@ -45,7 +45,12 @@ def nodes(tensor):
     if tensor._node is None:
         raise ValueError(f"draw_graph: this tensor of shape {tensor.shape} does not require grad, "
                          "so no graph produced it")
-    seen, stack = {tensor._node}, [tensor._node]
+    return graph_nodes(tensor._node)
+
+
+def graph_nodes(node):
+    """`node` and every node behind it, oldest first, walked without recursion."""
+    seen, stack = {node}, [node]
     while stack:
         for parent in stack.pop().parents:
             if parent is not None and parent not in seen:

@@ -3,10 +3,7 @@
 // The JSON in <script id="data"> (written by attention.py) holds the tokens and the weights of
 // every layer and head as base64 float32, laid out (layer, head, query, key); dL/dA the same way
 // when it was given. Only the chosen head is drawn, so switching heads costs one head's drawing.
-"use strict";
 
-const data = JSON.parse(document.getElementById("data").textContent);
-const SVG = "http://www.w3.org/2000/svg";
 const L = data.length, S = data.keyCount;
 const weights = floats(data.weights);
 const grads = data.grads === null ? null : floats(data.grads);
@@ -19,14 +16,6 @@ function floats(base64) {
   const bytes = new Uint8Array(text.length);
   for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
   return new Float32Array(bytes.buffer);
-}
-
-function el(tag, attributes, ...children) {
-  const element = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
-                                         : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes || {})) element.setAttribute(name, value);
-  for (const child of children) element.append(child);
-  return element;
 }
 
 // The value at (query q, key k) of the chosen layer and head.

@@ -25,7 +25,8 @@ from tinyattn.nn.module import Parameter
 from tinyattn.tools.views import layout, opcheck
 from tinyattn.tools.views.page import View, page, summary
 from tinyattn.tools.views.records import RECORDS
-from tinyattn.tools.views.sweep import graph_nodes, recorded_sweep, summed_axes
+from tinyattn.tools.drawing import graph_nodes
+from tinyattn.tools.views.sweep import recorded_sweep, summed_axes
 
 FOLD_ABOVE = 40                 # nodes: a larger graph starts with its modules folded
 CHAR_WIDTH, LINE_HEIGHT = 6.6, 13   # pixels, of the page's 11 px sans-serif labels
@@ -58,7 +59,7 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
     if seed.shape != output.shape:
         raise ValueError(f"graph_view: the seed gradient has shape {seed.shape} but the output "
                          f"has shape {output.shape}")
-    nodes = graph_nodes(output)
+    nodes = graph_nodes(output._node)
     if check and not any(node in RECORDS for node in nodes):
         raise ValueError("graph_view: check=True runs each op again on its inputs, which the "
                          "graph does not keep: build it inside `with viz.recording(...):`")

@@ -8,21 +8,9 @@
 //   clusters   module calls, each folded into one box when the graph is large
 //   views      laid-out boxes and edges: views[0] the whole graph, views[c + 1] inside cluster c
 // At step k the nodes sweep[0..k-1] have been visited, sweep[k-1] being the current one.
-"use strict";
 
-const data = JSON.parse(document.getElementById("data").textContent);
-const SVG = "http://www.w3.org/2000/svg";
 const state = { step: 0, view: 0, selected: null, follow: true, timer: null };
 let boxes = {};            // box id -> its <g>, in the view drawn now
-
-// A new element: el("div", {class: "x"}, "text", child, ...)
-function el(tag, attributes, ...children) {
-  const element = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
-                                         : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes || {})) element.setAttribute(name, value);
-  for (const child of children) element.append(child);
-  return element;
-}
 
 const shapeText = (shape) => "(" + shape.join(", ") + (shape.length === 1 ? ",)" : ")");
 

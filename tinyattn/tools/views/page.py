@@ -48,8 +48,8 @@ class View:
 
 
 def page(title, script, data):
-    """The HTML of a page titled `title` running `script` (a .js file beside this one) on `data`
-    (anything `json.dumps` takes)."""
+    """The HTML of a page titled `title` running `script` (a .js file beside this one, after
+    common.js) on `data` (anything `json.dumps` takes)."""
     # "</" inside the JSON would end the <script> element that holds it: "<\/" is the same JSON.
     payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     return f"""<!DOCTYPE html>
@@ -65,6 +65,7 @@ def page(title, script, data):
 <body>
 <script type="application/json" id="data">{payload}</script>
 <script>
+{(ASSETS / "common.js").read_text(encoding="utf-8")}
 {(ASSETS / script).read_text(encoding="utf-8")}
 </script>
 </body>

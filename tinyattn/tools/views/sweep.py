@@ -25,15 +25,6 @@ class Visit:
         self.node, self.grad, self.sent = node, None, []
 
 
-def graph_nodes(output):
-    """Every node of the graph behind `output`, oldest first, walked without recursion."""
-    seen, stack = {output._node}, [output._node]
-    while stack:
-        for parent in stack.pop().parents:
-            if parent is not None and parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    return sorted(seen, key=lambda node: node.order)
 
 
 def recorded_sweep(output, seed, nodes):
