@@ -613,6 +613,7 @@ MATMUL = Exercise(
                       "rmatmul array"),
         gradients("a tensor @ a constant matrix", lambda a: a @ np.arange(20.0).reshape(4, 5),
                   (2, 3, 4)),
+        gradients("a tensor @ a constant vector", lambda a: a @ np.arange(4.0), (2, 3, 4)),
         float32(lambda a, b, c: (a @ b) @ c, (2, 3, 4), (4, 5), (5,)),
     ),
     hints=(
