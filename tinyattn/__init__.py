@@ -13,7 +13,8 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     tokenizer.py          text as GPT-2's tokens (nn/pretrained.py: GPT-2's weights)
     interpretability.py   chapter 4, what a model learned: the logit lens, ablation, activation
                           and attribution patching (nn/hooks.py: every activation by name,
-                          model.run_with_cache and model.hooks); `import tinyattn.interpretability`
+                          model.run_with_cache and model.hooks); `import tinyattn.interpretability`;
+                          and making it yours: nn/lora.py, low-rank adapters
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """
