@@ -8,7 +8,7 @@ chain rule written out by hand, and by central finite differences -- and that al
 It prints dL/dx and the first row of dL/dW from each of the three, and the largest difference
 between tinyattn and the other two. It draws no picture and writes no file (like every demo it
 accepts an output folder and `--quick`, which change nothing here). Its full run's time, as
-`demos/regenerate.py` measured it, ends its entry in the README.
+`dev/regenerate.py` measured it, ends its entry on docs/demos.md.
 
 The expression, for a vector x and a matrix W:
 
@@ -29,11 +29,11 @@ import tinyattn as ta
 from tinyattn.gradient_check import central_difference, unit
 
 # %% [markdown]
-# The README's entry for this demo, which `demos/regenerate.py` fills with the number `main`
+# This demo's entry on docs/demos.md, which `dev/regenerate.py` fills with the number `main`
 # returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 1. [`01_first_gradient.py`](../demos/01_first_gradient.py) — one gradient computed three ways: by
    tinyattn's backward, by the chain rule written out by hand, and by finite differences; they
    agree to {worst_difference:.0e}. (Text only.)"""

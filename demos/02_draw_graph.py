@@ -12,7 +12,7 @@ The pictures (SVG, and a PNG of the attention head) need Graphviz's `dot` progra
 demo writes the `.dot` sources and says how to install `dot`. The head's graph is also written as
 `attention_head.html`, a page (`tinyattn.viz.graph_view`) to open in a browser and step through
 backward node by node. `--quick` changes nothing here.
-Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the README.
+Its full run's time, as `dev/regenerate.py` measured it, ends its entry on docs/demos.md.
 
 One attention head, in the notation of "Attention Is All You Need":
 
@@ -40,13 +40,13 @@ import tinyattn.nn as nn
 from tinyattn.viz import draw_graph, graph_view, nodes, record_calls, recording, render
 
 # %% [markdown]
-# The sizes of the models drawn, and the README's entry for this demo, which `demos/regenerate.py`
+# The sizes of the models drawn, and this demo's entry on docs/demos.md, which `dev/regenerate.py`
 # fills with the numbers `main` returns.
 
 # %%
 TOKENS, EMBED_DIM, HEAD_DIM, NUM_HEADS = 4, 8, 4, 2
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 2. [`02_draw_graph.py`](../demos/02_draw_graph.py) — the graph a forward pass leaves behind, drawn
    with `tinyattn.viz.draw_graph`: a small MLP, one attention head (below; note the key bias's
    gradient of {key_bias_grad:.0e} — softmax ignores a shift shared by a whole row), and one

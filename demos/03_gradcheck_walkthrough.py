@@ -12,8 +12,8 @@ What it shows, in four steps printed as they run:
     python demos/03_gradcheck_walkthrough.py [output folder] [--quick]
 
 It draws `gradcheck_eps.png` (error against eps) when matplotlib is installed. `--quick` tries
-fewer step sizes. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in
-the README.
+fewer step sizes. Its full run's time, as `dev/regenerate.py` measured it, ends its entry in
+docs/demos.md.
 
 The check rests on one scalar. For a function f and a fixed random v shaped like f's output, take
 
@@ -50,8 +50,8 @@ from tinyattn.engine import Function
 from tinyattn.gradient_check import central_difference, compare_gradients, unit
 
 # %% [markdown]
-# The settings (step 4's values of eps, in the full and the quick run), and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# The settings (step 4's values of eps, in the full and the quick run), and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
 SEED = 0
@@ -60,7 +60,7 @@ EPS_STEPS_FULL = [10.0 ** -k for k in range(1, 11)]     # 1e-1 ... 1e-10
 EPS_STEPS_QUICK = [1e-1, 1e-2, 1e-4, 1e-6, 1e-8, 1e-10]
 EPS_DRAWS = 20                    # random (x, v) pairs of size 5: 100 elements for the medians
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 3. [`03_gradcheck_walkthrough.py`](../demos/03_gradcheck_walkthrough.py) — one numerical and one
    analytical gradient side by side; `ta.gradcheck` on multi-head attention
    ({mha_numbers_compared} numbers, worst difference {mha_worst_abs:.1e}); a Sigmoid with a wrong

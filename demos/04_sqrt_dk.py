@@ -14,7 +14,7 @@ when asked to (`retain_grad()`).
 
 It prints two tables and draws `sqrt_dk.png` in the output folder when matplotlib is installed.
 `--quick` sweeps fewer widths (16 ... 1024) than the full sweep (4 ... 4096). Its full run's
-time, as `demos/regenerate.py` measured it, ends its entry in the README.
+time, as `dev/regenerate.py` measured it, ends its entry on docs/demos.md.
 
 Why the scores grow: q . k = q_1 k_1 + ... + q_dk k_dk is a sum of d_k independent products, each
 of mean 0 and variance 1 when q and k have unit-variance entries, so its variance is d_k and its
@@ -53,7 +53,7 @@ import tinyattn.functional as F
 
 # %% [markdown]
 # The settings (the sizes of the attention, the widths swept, the threshold of a saturated row),
-# and the README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main`
+# and this demo's entry on docs/demos.md, which `dev/regenerate.py` fills with the numbers `main`
 # returns.
 
 # %%
@@ -66,7 +66,7 @@ SCALINGS = {"scaled": None, "unscaled": 1.0}    # scale=None means 1/sqrt(d_k)
 COMPARED = ("median_ratio", "query_grad_typical_row", "key_grad_typical_row",
             "query_grad_total", "key_grad_total", "value_grad_total")   # table 2: unscaled / scaled
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 4. [`04_sqrt_dk.py`](../demos/04_sqrt_dk.py) — **the main demo.** Random unit-variance queries and
    keys of width d_k = {smallest_key_dim} … {largest_key_dim}, attention with and without the
    1/√d_k scale, a random upstream gradient backpropagated by tinyattn. Scaled, the share of

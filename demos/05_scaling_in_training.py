@@ -6,8 +6,8 @@ batches; then the same at a small head size, as a control.
 
     python demos/05_scaling_in_training.py [output folder] [--quick]
 
-`--quick` trains for 30 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
-entry in the README.
+`--quick` trains for 30 steps. Its full run's time, as `dev/regenerate.py` measured it, ends its
+entry on docs/demos.md.
 
 The task: 12 (key, value) pairs, then a question about one key, whose value is the answer:
 
@@ -43,7 +43,7 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.tools.bench.timing import interleaved
+from tinyattn_tools.bench.timing import interleaved
 
 # %% [markdown]
 # The task: associative recall, in batches that both runs of a comparison see alike.
@@ -197,11 +197,11 @@ def main(argv=None):
 
 
 # %% [markdown]
-# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 5. [`05_scaling_in_training.py`](../demos/05_scaling_in_training.py) — the same effect in training:
    one attention head learns associative recall ({num_pairs} key-value pairs, then a question),
    scaled and unscaled, from the same initial weights. At head size {head_dim} the scaled model
@@ -243,7 +243,7 @@ def print_tables(comparisons, settings, passes):
 
 def flat_numbers(comparisons):
     """What main returns: `scaled_256_steps_to_learn`, `first_to_learn_32`, ... and the settings
-    the README names."""
+    docs/demos.md names."""
     numbers = {"dtype": comparisons[HEAD_DIM]["scaled"]["curves"]["dtype"],
                "num_pairs": NUM_PAIRS, "head_dim": HEAD_DIM, "control_head_dim": CONTROL_HEAD_DIM,
                "target_accuracy": TARGET_ACCURACY}

@@ -11,8 +11,8 @@ The picture is `attention_heatmap.png` in the output folder (when matplotlib is 
 `attention_view.html` shows the same example in a browser, a head at a time, with the gradient of
 the example's loss with respect to the weights (dL/dA) beside them (`tinyattn.viz.attention_view`).
 `--quick` trains for 80 steps. BLAS runs on one thread: these small products gain nothing from
-threads that wait for a core on a busy machine. The README's entry for this demo ends with its
-full run's time, as `demos/regenerate.py` measured it.
+threads that wait for a core on a busy machine. This demo's entry on docs/demos.md ends with its
+full run's time, as `dev/regenerate.py` measured it.
 
 The task: 8 digits, a separator "|", then the same digits backwards.
 
@@ -45,7 +45,7 @@ import tinyattn.viz as viz
 
 # %% [markdown]
 # The settings (the task's sizes, the model's, and training's in the full and the quick run), and
-# the README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main`
+# this demo's entry on docs/demos.md, which `dev/regenerate.py` fills with the numbers `main`
 # returns.
 
 # %%
@@ -61,7 +61,7 @@ QUICK = {"steps": 80, "eval_every": 20, "print_every": 40}
 ANSWER_QUERIES = np.arange(LENGTH, 2 * LENGTH)         # the separator, the digits written so far
 MIRROR_KEYS = 2 * LENGTH - 1 - ANSWER_QUERIES          # the key each of them needs
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 6. [`06_attention_heatmap.py`](../demos/06_attention_heatmap.py) — a {num_layers}-layer causal
    transformer learns to reverse {length} digits ({accuracy:.0%} held-out accuracy); its per-head
    attention weights on one held-out example, with the key each answer needs circled. Over all

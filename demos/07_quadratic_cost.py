@@ -23,8 +23,8 @@ their own, trained as such, not approximations of plain attention.
     python demos/07_quadratic_cost.py [output folder] [--quick]
 
 `--quick` measures L = 256 ... 2048, one timed round each, with a budget of 64 MiB so that the skip
-shows there too. Its full run's time, as `demos/regenerate.py` measured it, ends its entry in the
-README.
+shows there too. Its full run's time, as `dev/regenerate.py` measured it, ends its entry on
+docs/demos.md.
 """
 import functools
 import statistics
@@ -35,7 +35,7 @@ import numpy as np
 import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools.bench.timing import interleaved, median_ratio, peak_memory
+from tinyattn_tools.bench.timing import interleaved, median_ratio, peak_memory
 
 # %% [markdown]
 # What is measured: one causal head, forward and backward on random inputs, computed five ways.
@@ -84,7 +84,7 @@ STEPS = {name: functools.partial(forward_backward, attention)
 # %% [markdown]
 # The cost against the length: at each length every way is timed in the same rounds, then its peak
 # memory measured; plain attention stops where its predicted peak passes the budget. Then the
-# slopes, and the ratios the README quotes.
+# slopes, and the ratios docs/demos.md quotes.
 
 # %%
 FULL = dict(lengths=[256, 512, 1024, 2048, 4096, 8192, 16384], budget=2.5 * 2 ** 30)
@@ -239,11 +239,11 @@ def main(argv=None):
 
 
 # %% [markdown]
-# Plumbing, kept out of the experiment's way: the tables, the pictures, and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# Plumbing, kept out of the experiment's way: the tables, the pictures, and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 7. [`07_quadratic_cost.py`](../demos/07_quadratic_cost.py) — **the quadratic cost.** One causal head
    of width {width}, forward + backward, at L = {smallest_length:,} … {largest_length:,}. Plain
    attention's peak memory grows as L^{slope_memory_plain:.2f} (the slope on a log-log plot):

@@ -17,8 +17,8 @@ What it shows, in three parts:
 
     python demos/08_positions.py [output folder] [--quick]
 
-`--quick` trains for 40 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
-entry in the README.
+`--quick` trains for 40 steps. Its full run's time, as `dev/regenerate.py` measured it, ends its
+entry on docs/demos.md.
 
 The model: `nn.CausalTransformer(positional=...)`, 2 layers of 4 heads, width 32, float32, Adam,
 the same batches for every encoding; its logits at position t are read as the answer for t.
@@ -26,7 +26,7 @@ the same batches for every encoding; its logits at position t are read as the an
 Reading the extrapolation. The ALiBi paper (Press et al. 2022) reports that ALiBi, trained on
 short inputs, keeps its perplexity on inputs several times longer, where sinusoidal and rotary
 positions degrade. A run tests that claim only if alibi learns the task at the trained length; the
-README's entry says whether this one did. ALiBi's penalty is gentle with few heads: the demo
+entry on docs/demos.md says whether this one did. ALiBi's penalty is gentle with few heads: the demo
 prints the share exp(-m) of the weight that a key one position further keeps against an equal key
 one position nearer (m: the steepest slope), so the bias alone cannot point at one exact distance.
 Learned positions beyond the trained length are rows of the table that no gradient ever reached.
@@ -181,11 +181,11 @@ def main(argv=None):
 
 
 # %% [markdown]
-# Plumbing, kept out of the experiment's way: the tables, the pictures, and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# Plumbing, kept out of the experiment's way: the tables, the pictures, and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 8. [`08_positions.py`](../demos/08_positions.py) — without positions a layer is
    permutation-equivariant (gap {equivariance_gap_none:.0e}), and one causal layer sees only the
    multiset of earlier tokens ({multiset_gap_none_1_layer:.0e}; with two layers the causal mask
@@ -236,7 +236,7 @@ def print_parts_b_and_c(runs):
 
 
 def alibi_verdict(runs):
-    """The README's phrase on ALiBi: whether this run learned the task, and so tests the claim."""
+    """docs/demos.md's phrase on ALiBi: whether this run learned the task, and so tests the claim."""
     if runs["alibi"]["held_out_accuracy"][-1] >= LEARNED:
         return f"reached {LEARNED:.0%} at the trained length, so this run tests that claim"
     return f"stayed under {LEARNED:.0%} at the trained length, so this run does not test it"
@@ -244,7 +244,7 @@ def alibi_verdict(runs):
 
 def flat_numbers(equivariance, multiset, runs):
     """What main returns: the measured numbers under flat names (`accuracy_rope`,
-    `new_positions_accuracy_rope_64`, ...), the settings the README names, and its ALiBi phrase."""
+    `new_positions_accuracy_rope_64`, ...), the settings docs/demos.md names, and its ALiBi phrase."""
     some_run = runs[ENCODINGS[0]]
     first, second = TEST_LENGTHS
     numbers = {"shift": SHIFT, "trained_length": LENGTH, "first_test_length": first,

@@ -8,7 +8,7 @@ each attention head of its decoder looks.
     python demos/09_cross_attention.py [output folder] [--quick]
 
 `--quick` trains for 40 steps, enough to learn part of the task. Its full run's time, as
-`demos/regenerate.py` measured it, ends its entry in the README.
+`dev/regenerate.py` measured it, ends its entry on docs/demos.md.
 
 The language pair. English-like sources, `[adjective] noun verb [adjective] noun`, each adjective
 there or not; targets in a made-up language with French-looking words, where every adjective
@@ -229,11 +229,11 @@ def main(argv=None):
 
 
 # %% [markdown]
-# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 9. [`09_cross_attention.py`](../demos/09_cross_attention.py) — an encoder-decoder learns a toy
    translation whose word order differs (adjectives after nouns, the verb last), so the alignment
    crosses itself. Greedy translation of {held_out} held-out sentences gets {exact_match:.1%} of

@@ -8,8 +8,8 @@ tokens were shared among the experts, and which words each expert takes.
 
     python demos/10_experts.py [output folder] [--quick]
 
-`--quick` trains for 20 steps. Its full run's time, as `demos/regenerate.py` measured it, ends its
-entry in the README.
+`--quick` trains for 20 steps. Its full run's time, as `dev/regenerate.py` measured it, ends its
+entry on docs/demos.md.
 
 The data: an endless stream of sentences from a small grammar, one token per word,
 
@@ -215,11 +215,11 @@ def main(argv=None):
 
 
 # %% [markdown]
-# Plumbing, kept out of the experiment's way: the tables, the picture, and the README's entry for
-# this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# Plumbing, kept out of the experiment's way: the tables, the picture, and the entry on docs/demos.md for
+# this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
-README_ENTRY = """\
+PAGE_ENTRY = """\
 10. [`10_experts.py`](../demos/10_experts.py) — a language model with {num_experts} feed-forward
     experts (top {top_k}) trained twice from the same start, with and without the Switch balance
     loss (weight {balance_weight}). Without it the busiest expert ends with {load_max_without:.1%}

@@ -21,8 +21,8 @@ model sees its queries and keys rotated by distances it never saw in training; A
 extrapolate, degrades more gently, and a table of positions always writes in the setting it was
 trained in.
 
-`--quick` trains for 15 steps (what the tests run). The full run's time, as `demos/regenerate.py`
-measured it, ends the demo's entry in the README.
+`--quick` trains for 15 steps (what the tests run). The full run's time, as `dev/regenerate.py`
+measured it, ends the demo's entry on docs/demos.md.
 """
 import json
 import math
@@ -284,7 +284,7 @@ def main(argv=None):
 
 # %% [markdown]
 # Plumbing, what the experiment needs but is not about: the command line, what it prints, the
-# checkpoint and `--sample`, the plot, and the README's entry.
+# checkpoint and `--sample`, the plot, and the entry on docs/demos.md.
 
 # %%
 def command_line(argv):
@@ -440,14 +440,14 @@ def plot(history, val_loss_all, unigram, bigram, path):
 
 def first_lines(text, limit):
     """The whole lines at the start of `text` that fit in `limit` characters (or its first `limit`
-    characters, when the first line is longer), line breaks shown as ↵: a sample for the README,
+    characters, when the first line is longer), line breaks shown as ↵: a sample for docs/demos.md,
     where it sits in a paragraph."""
     end = text.rfind("\n", 0, limit)
     return text[:end if end > 0 else limit].replace("\n", "↵")
 
 
-SHOWN = 300                         # at most this many characters of the sample in the README
-README_ENTRY = """\
+SHOWN = 300                         # at most this many characters of the sample on docs/demos.md
+PAGE_ENTRY = """\
 11. [`11_tiny_gpt.py`](../demos/11_tiny_gpt.py) — a character-level GPT ({parameters:,} parameters:
     4 layers, 4 heads, width 128, context 64, {positional} positions) trained with AdamW for
     {steps:,} steps of 12 windows on the {characters:,} characters of Python's documentation

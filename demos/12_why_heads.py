@@ -10,8 +10,8 @@ widths; and each head's attention on one example, to see whether the heads split
 The pictures are `why_heads_attention.png` (the heads of the 1-, 2- and 4-head models on one
 held-out example) and `why_heads_accuracy.png` (held-out accuracy and loss against the number of
 heads, one line per width) in the output folder (when matplotlib is installed). `--quick` trains
-one seed for 40 steps at each width. Its full run's time, as `demos/regenerate.py` measured it,
-ends its entry in the README.
+one seed for 40 steps at each width. Its full run's time, as `dev/regenerate.py` measured it,
+ends its entry on docs/demos.md.
 
 The task: random tokens from a vocabulary of 4; at every position t (from the fifth on) name the
 tokens 1, 2 and 4 places back, in order, as one of 4^3 = 64 answers:
@@ -45,7 +45,7 @@ import tinyattn.nn as nn
 
 # %% [markdown]
 # The settings (the task, the head counts, training in the full and the quick run), and the
-# README's entry for this demo, which `demos/regenerate.py` fills with the numbers `main` returns.
+# entry on docs/demos.md for this demo, which `dev/regenerate.py` fills with the numbers `main` returns.
 
 # %%
 VOCAB, LENGTH = 4, 16
@@ -62,7 +62,7 @@ FULL = {"widths": (16, 32, 64), "seeds": (0, 1, 2), "steps": 400, "eval_every": 
 QUICK = {"widths": (16, 32, 64), "seeds": (0,), "steps": 40, "eval_every": 40, "held_out": 64}
 DRAWN_WIDTH, DRAWN_HEADS = 32, (1, 2, 4)
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 12. [`12_why_heads.py`](../demos/12_why_heads.py) — **why several heads.** One attention layer of
     width E, split into 1, 2, 4 or 8 heads (the same parameters: {parameters_32:,} at E = 32),
     learns to name the tokens 1, 2 and 4 places back ({classes} answers). Held-out accuracy, mean
@@ -133,12 +133,12 @@ def train_one(width, num_heads, seed, held_out, settings):
 
 
 # %% [markdown]
-# The sentence the README quotes: at which widths one head does as well as the best head count, and
+# The sentence docs/demos.md quotes: at which widths one head does as well as the best head count, and
 # at what loss.
 
 # %%
 def verdict(accuracy, loss, widths):
-    """The README's phrase: at which widths one head comes within AS_WELL of the best head
+    """docs/demos.md's phrase: at which widths one head comes within AS_WELL of the best head
     count's accuracy, and how much higher its held-out loss stays there."""
     as_well = [width for width in widths
                if accuracy[width, 1] >= max(accuracy[width, h] for h in HEAD_COUNTS) - AS_WELL]

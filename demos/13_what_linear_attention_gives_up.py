@@ -9,8 +9,8 @@ falls off and how that relates to what each keeps of the pairs.
     python demos/13_what_linear_attention_gives_up.py [output folder] [--quick]
 
 The picture is `linear_attention_recall.png` in the output folder (when matplotlib is
-installed). `--quick` trains for 20 steps. Its full run's time, as `demos/regenerate.py`
-measured it, ends its entry in the README.
+installed). `--quick` trains for 20 steps. Its full run's time, as `dev/regenerate.py`
+measured it, ends its entry on docs/demos.md.
 
 The model is demo 5's, as a causal sequence: each pair is one token (key embedding + value
 embedding), the question comes last (its key + a "?" value), and the answer is read off the
@@ -46,7 +46,7 @@ width it tried, while gated-convolution models need a width growing with the seq
 its follow-up (Arora et al. 2024, "Simple linear attention language models balance the
 recall-throughput tradeoff") names "a key tradeoff between a model's state size and recall
 ability" and traces it with linear attention and sliding windows (its model, Based, combines the
-two). Both abstracts were re-checked for this demo, not the papers' figures. The README's entry
+two). Both abstracts were re-checked for this demo, not the papers' figures. The entry on docs/demos.md
 says whether this run agrees. Tiny models and one seed: what this run saw, not a law.
 """
 import numpy as np
@@ -58,7 +58,7 @@ import tinyattn.nn as nn
 
 # %% [markdown]
 # The settings (the task's sizes, the widths, the window and the blocks, training in the full and
-# the quick run), and the README's entry for this demo, which `demos/regenerate.py` fills with the
+# the quick run), and this demo's entry on docs/demos.md, which `dev/regenerate.py` fills with the
 # numbers `main` returns.
 
 # %%
@@ -75,7 +75,7 @@ HOLDS = 0.9                         # recall that counts as holding up
 FULL = {"steps": 800, "eval_every": 100, "print_every": 400}
 QUICK = {"steps": 20, "eval_every": 20, "print_every": 20}
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 13. [`13_what_linear_attention_gives_up.py`](../demos/13_what_linear_attention_gives_up.py) —
     **what linear attention gives up.** Demo 5's associative recall with 4 to 64 pairs, learned
     by one attention layer of width {width} with four attention functions. Held-out recall at 4 /

@@ -49,11 +49,11 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.tokenizer import GPT2Tokenizer
-from tinyattn.tools import download
+from tinyattn_tools import download
 
 # %% [markdown]
-# The settings (the prompts, sampling, the sizes of the full and the quick run), and the README's
-# entries for this demo, with the weights and without, the first of which `demos/regenerate.py`
+# The settings (the prompts, sampling, the sizes of the full and the quick run), and docs/demos.md's
+# entries for this demo, with the weights and without, the first of which `dev/regenerate.py`
 # fills with the numbers `main` returns.
 
 # %%
@@ -74,7 +74,7 @@ FIXTURE = demo_tools.ROOT / "tests" / "fixtures" / "gpt2-tiny"    # a notebook h
 RESULTS = demo_tools.ROOT / "docs" / "pictures" / "results.json"
 FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 14. [`14_gpt2.py`](../demos/14_gpt2.py) — GPT-2 small ({parameters:,} parameters, OpenAI's weights
     read by `CausalTransformer.from_pretrained`, text cut by tinyattn's own GPT-2 tokenizer) in
     the engine of this repository. After "{prompt_0}" its likeliest next tokens are {top_0}; after
@@ -91,7 +91,7 @@ README_ENTRY = """\
 
     ![every head's attention on repeated random tokens](pictures/gpt2_induction_heads.png)"""
 
-README_ENTRY_WITHOUT_RESULTS = """\
+PAGE_ENTRY_WITHOUT_RESULTS = """\
 14. [`14_gpt2.py`](../demos/14_gpt2.py) — GPT-2 small (124M parameters, OpenAI's weights read by
     `CausalTransformer.from_pretrained`, text cut by tinyattn's own GPT-2 tokenizer) in the engine
     of this repository. It needs the weights, `python -m tinyattn download gpt2` (548 MB), which
@@ -101,7 +101,7 @@ README_ENTRY_WITHOUT_RESULTS = """\
     part of demo 11's text next to demo 11's tiny GPT, and GPT-2's induction heads: each head's
     induction score on repeated random tokens, the heads that copy, whether they are those the
     literature names, and a picture of every head's attention. Its quick run (the tests) runs
-    the same pipeline on a small GPT-2 of random weights. (`python demos/regenerate.py` puts
+    the same pipeline on a small GPT-2 of random weights. (`python dev/regenerate.py` puts
     the measured numbers here once the weights are there.)"""
 
 

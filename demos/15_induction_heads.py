@@ -36,8 +36,8 @@ The pictures: `induction_heads.png` (the losses and every head's scores over tra
 patching of each head) and `induction_heads_attention.png` (every head's attention on one
 held-out sequence after training); `induction_heads_attention.html` is the same attention as an
 interactive page (`viz.attention_view`). `--quick` trains for fewer steps, past the phase change
-(what the tests run). The full run's time, as `demos/regenerate.py` measured it, ends the demo's
-entry in the README.
+(what the tests run). The full run's time, as `dev/regenerate.py` measured it, ends the demo's
+entry on docs/demos.md.
 """
 import time
 
@@ -409,7 +409,7 @@ def main(argv=None):
 
 # %% [markdown]
 # Plumbing, what the experiment needs but is not about: head names, what it prints, the
-# pictures, and the README's entry.
+# pictures, and the entry on docs/demos.md.
 
 # %%
 def head_name(layer, head):
@@ -578,7 +578,7 @@ def plot_attention(plt, ids, weights, induction, previous, path):
     return demo_tools.save_figure(figure, path, dpi=90)
 
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 15. [`15_induction_heads.py`](../demos/15_induction_heads.py) — induction heads form: a
     {layers}-layer attention-only transformer ({heads} heads a layer, width {width}, RoPE) trained
     by tinyattn for {steps:,} steps on spans of {shortest_span} to {longest_span} random tokens

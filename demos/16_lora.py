@@ -263,7 +263,7 @@ def main(argv=None):
 
 # %% [markdown]
 # Plumbing, what the experiment needs but is not about: the command line, the base from demo 11's
-# checkpoint, what it prints, the picture, the numbers for the README's entry.
+# checkpoint, what it prints, the picture, the numbers for the entry on docs/demos.md.
 
 # %%
 def command_line(argv):
@@ -356,7 +356,7 @@ def plot(histories, path):
 
 def numbers(histories, base, pretrain, settings, code, left_out, adapters_bytes, model_bytes,
             difference, gpt2, args):
-    """What the run measured, under the names README_ENTRY uses."""
+    """What the run measured, under the names PAGE_ENTRY uses."""
     found = {"python_version": sys.version.split()[0], "modules": len(MODULES),
              "code_characters": len(code), "left_out": left_out,
              "pretrain_steps": None if args.base else pretrain["steps"],
@@ -381,7 +381,7 @@ def numbers(histories, base, pretrain, settings, code, left_out, adapters_bytes,
     return found
 
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 16. [`16_lora.py`](../demos/16_lora.py) — LoRA (Hu et al. 2021) against full fine-tuning.
     Demo 11's tiny GPT ({base_parameters:,} parameters), trained again with demo 11's recipe for
     {pretrain_steps:,} steps on Python's documentation, is fine-tuned for {steps} steps on the

@@ -23,7 +23,7 @@ how often its likeliest next token is the model's own final choice.
     python demos/17_logit_lens.py [output folder] [--quick] [--checkpoint FILE] [--weights DIR]
 
 The picture is `logit_lens.png` in the output folder. The full run's time, as
-`demos/regenerate.py` measured it, ends the demo's entry in the README.
+`dev/regenerate.py` measured it, ends the demo's entry on docs/demos.md.
 """
 import importlib
 import os
@@ -36,7 +36,7 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.interpretability import logit_lens
 from tinyattn.tokenizer import GPT2Tokenizer
-from tinyattn.tools import download
+from tinyattn_tools import download
 
 tiny_gpt = importlib.import_module("11_tiny_gpt")
 gpt2_demo = importlib.import_module("14_gpt2")
@@ -212,7 +212,7 @@ def main(argv=None):
 
 # %% [markdown]
 # Plumbing, what the experiment needs but is not about: the command line, what it prints, the
-# picture, and the README's entry.
+# picture, and the entry on docs/demos.md.
 
 # %%
 def command_line(argv):
@@ -230,7 +230,7 @@ def command_line(argv):
 
 
 def visible(text):
-    """Characters as the README can show them in a line of code: a space as ·, a line break as
+    """Characters as docs/demos.md can show them in a line of code: a space as ·, a line break as
     ↵, a backquote as '."""
     return text.replace(" ", "·").replace("\n", "↵").replace("`", "'")
 
@@ -292,7 +292,7 @@ def plot(rows, cross_entropy, agreement, bigram, unigram, guesses, right, gpt2, 
     return demo_tools.save_chart(figure, path, *[panel for panel, *_ in lines])
 
 
-README_ENTRY = """\
+PAGE_ENTRY = """\
 17. [`17_logit_lens.py`](../demos/17_logit_lens.py) — the logit lens (nostalgebraist 2020): what
     each layer of a language model would predict, read by putting its residual stream through the
     final LayerNorm and head (`tinyattn.interpretability.logit_lens`). On demo 11's tiny GPT

@@ -3,7 +3,7 @@
     python dev/measure_checks.py [REPO]
 
 Code lines: non-blank lines of Python that are not comments and not docstrings, in tinyattn/
-outside tinyattn/tools/. A line is a checking line when it belongs to
+outside tinyattn_tools/. A line is a checking line when it belongs to
   * a `raise` or `assert` statement, or an `if` statement whose body only raises;
   * a call statement of a function whose name starts with `check` (or, when attached at a
     signature, a `@door(...)` decorator);

@@ -34,7 +34,7 @@ if sys.argv[1] == "without":             # keep_freed_memory then finds no glibc
         raise OSError("measure_tricks: no allocator settings in this run")
     ctypes.CDLL = no_library
 import numpy as np
-from tinyattn.tools.bench.training import tinyattn_trainer, training_inputs
+from tinyattn_tools.bench.training import tinyattn_trainer, training_inputs
 model, ids, targets = training_inputs(np.float32)
 step = tinyattn_trainer(model)
 step(ids, targets)
@@ -104,7 +104,7 @@ def adam_in_place(self):
 def measure_in_process(owner, name, ways, rounds, also=None):
     """Seconds per training step with `owner.name` set to each of `ways` in turn, interleaved
     (and `also`, another (owner, name, ways), set alike)."""
-    from tinyattn.tools.bench.training import tinyattn_trainer, training_inputs
+    from tinyattn_tools.bench.training import tinyattn_trainer, training_inputs
     settings = [(owner, name, ways)] + ([also] if also else [])
     kept = [(owner_, name_, getattr(owner_, name_)) for owner_, name_, _ in settings]
 

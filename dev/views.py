@@ -40,7 +40,7 @@ import tinyattn as ta                                   # noqa: E402
 import tinyattn.functional as F                         # noqa: E402
 import tinyattn.nn as nn                                # noqa: E402
 import tinyattn.viz as viz                              # noqa: E402
-from tinyattn.tools.views import cli                    # noqa: E402
+from tinyattn_tools.views import cli                    # noqa: E402
 
 PICTURES = ROOT / "docs" / "pictures"
 TOKENS = 64

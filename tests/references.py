@@ -1,6 +1,6 @@
 """Random inputs shared by the test files, probes of what a tinyattn computation gives and
 keeps, and a demo's quick run. (The NumPy references of softmax, attention, layer norm, ... live
-with the checklist's tables, in tinyattn/tools/checklist/, which the benchmarks use too.)"""
+with the checklist's tables, in tinyattn_tools/checklist/, which the benchmarks use too.)"""
 import contextlib
 import io
 import tracemalloc

@@ -6,8 +6,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from tinyattn.tools import bench
-from tinyattn.tools.bench import (generation, gpt2_generation, hooks, long_attention,
+from tinyattn_tools import bench
+from tinyattn_tools.bench import (generation, gpt2_generation, hooks, long_attention,
                                   multi_head, overhead, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,

@@ -46,7 +46,7 @@ def module_name(path):
 
 
 def chapter(name):
-    if name.startswith("tinyattn.tools") or name in ("tinyattn.viz", "tinyattn.__main__"):
+    if name.startswith("tinyattn_tools") or name in ("tinyattn.viz", "tinyattn.__main__"):
         return TOOLS
     return CHAPTER_OF[name]
 
@@ -102,7 +102,7 @@ def test_a_file_uses_nothing_of_a_later_chapter(path):
 
 def test_every_module_has_its_chapter():
     named = {module_name(path) for path in FILES}
-    assert {name for name in named if not name.startswith("tinyattn.tools")} - \
+    assert {name for name in named if not name.startswith("tinyattn_tools")} - \
         {"tinyattn.viz", "tinyattn.__main__"} == set(CHAPTER_OF)
 
 

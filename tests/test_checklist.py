@@ -5,8 +5,8 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools import checklist as check
-from tinyattn.tools.checklist.cases import LayerCase
+from tinyattn_tools import checklist as check
+from tinyattn_tools.checklist.cases import LayerCase
 
 
 @pytest.mark.parametrize("case", check.LAYER_CASES, ids=[c.name for c in check.LAYER_CASES])

@@ -3,7 +3,7 @@ download command's own tests: tests/test_download.py)."""
 import subprocess
 import sys
 
-from tinyattn.tools import cli
+from tinyattn_tools import cli
 
 
 def test_help_lists_the_commands(capsys):

@@ -1,7 +1,7 @@
 """tinyattn.nn.decoder: the decoder block against its sub-modules composed by hand, what its causal
 self-attention and its cross-attention may and may not see, the memory padding mask, and the
 encoder-decoder model's greedy decoding. (Gradients: the checklist rows in
-tinyattn/tools/checklist/decoder_experts.py.)"""
+tinyattn_tools/checklist/decoder_experts.py.)"""
 import numpy as np
 import pytest
 from references import arrays, assert_refused_before_any_node

@@ -85,7 +85,7 @@ def test_each_pattern_is_drawn_under_its_own_name():
 def test_readme_entry_is_filled_from_the_numbers(quick_run):
     numbers, _ = quick_run
     assert json.loads(json.dumps(numbers)) == numbers            # what regenerate records
-    entry = demo.README_ENTRY.format(**numbers)
+    entry = demo.PAGE_ENTRY.format(**numbers)
     assert entry.startswith("7. [`07_quadratic_cost.py`](../demos/07_quadratic_cost.py) — ")
     assert "pictures/quadratic_cost.png" in entry
     assert "pictures/attention_patterns.png" in entry

@@ -56,7 +56,7 @@ def test_the_readme_entry_is_filled_from_flat_json_numbers(quick_run):
     assert json.loads(json.dumps(numbers)) == numbers
     assert all(isinstance(value, (bool, int, float, str, type(None)))
                for value in numbers.values())
-    entry = positions.README_ENTRY.format(**numbers)
+    entry = positions.PAGE_ENTRY.format(**numbers)
     assert entry.startswith("8. [`08_positions.py`](../demos/08_positions.py) — ")
     assert numbers["alibi_verdict"] in entry
     assert f"tested on {2 * positions.LENGTH}" in entry

@@ -71,7 +71,7 @@ def test_the_quick_runs_learn_and_report_the_loads(quick_run):
         assert 0 <= numbers[f"words_to_one_expert_{run}"] <= len(demo.WORDS)
     assert "words it takes most of" in printed and "busiest expert" in printed
     assert f"{numbers['load_max_with']:.1%}" in printed
-    entry = demo.README_ENTRY.format(**numbers)
+    entry = demo.PAGE_ENTRY.format(**numbers)
     assert (f"collapsed (ended below 1% of the assignments): {numbers['collapsed_without']} "
             f"without") in " ".join(entry.split())
 

@@ -74,7 +74,7 @@ def test_the_verdict_follows_the_numbers():
 def test_the_readme_entry_is_filled_from_flat_json_numbers(quick_run):
     numbers, _ = quick_run
     assert json.loads(json.dumps(numbers)) == numbers
-    entry = demo.README_ENTRY.format(**numbers)
+    entry = demo.PAGE_ENTRY.format(**numbers)
     assert entry.startswith("12. [`12_why_heads.py`](../demos/12_why_heads.py) — ")
     assert numbers["verdict"] in entry
     assert "](pictures/why_heads_attention.png)" in entry

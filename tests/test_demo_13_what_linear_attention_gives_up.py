@@ -89,7 +89,7 @@ def test_the_verdict_follows_the_numbers():
 def test_the_readme_entry_is_filled_from_flat_json_numbers(quick_run):
     numbers, _ = quick_run
     assert json.loads(json.dumps(numbers)) == numbers
-    entry = demo.README_ENTRY.format(**numbers)
+    entry = demo.PAGE_ENTRY.format(**numbers)
     assert entry.startswith("13. [`13_what_linear_attention_gives_up.py`]")
     assert numbers["verdict"] in entry
     assert "](pictures/linear_attention_recall.png)" in entry

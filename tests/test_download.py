@@ -1,4 +1,4 @@
-"""`python -m tinyattn download gpt2` (tinyattn/tools/download.py) against a server on this
+"""`python -m tinyattn download gpt2` (tinyattn_tools/download.py) against a server on this
 machine (127.0.0.1): files checked and renamed only when whole, a cut transfer resumed with an
 HTTP Range request, a server that ignores the Range, a file of the wrong bytes refused, an answer
 of the wrong length (an error page) refused before any byte is kept, a folder that cannot be one,
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from tinyattn.tools import cli, download
+from tinyattn_tools import cli, download
 
 CONTENTS = {"config.json": b'{"n_layer": 12}\n', "model.safetensors": bytes(range(256)) * 40}
 

@@ -12,11 +12,12 @@ import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn import engine
 from tinyattn.ops import elementwise
-from tinyattn.tools.exercises import EXERCISES, cli, mutants
-from tinyattn.tools.exercises.checks import gradient_rows, matches
-from tinyattn.tools.exercises.cutting import BLANK, source_of, unit_node
-from tinyattn.tools.exercises.exercise import apply_edits
-from tinyattn.tools.exercises.running import load, run_checks
+from tinyattn_tools.exercises import EXERCISES, cli
+import exercise_mutants as mutants
+from tinyattn_tools.exercises.checks import gradient_rows, matches
+from tinyattn_tools.exercises.cutting import BLANK, source_of, unit_node
+from tinyattn_tools.exercises.exercise import apply_edits
+from tinyattn_tools.exercises.running import load, run_checks
 
 WRONG = [(exercise, wrong) for exercise in EXERCISES for wrong in exercise.wrong_versions]
 
@@ -109,7 +110,7 @@ def test_tinyattns_code_is_back_in_place_after_a_check_that_failed(name, origina
 
 
 def test_a_sample_of_single_token_mutants_is_caught(tmp_path):
-    """The full count is `python -m tinyattn.tools.exercises.mutants` (docs/exercise_mutants.txt:
+    """The full count is `python dev/exercise_mutants.py` (docs/exercise_mutants.txt:
     every mutant that computes another function is caught); here, 24 of them drawn at random."""
     every = [(exercise, key, unit, source) for exercise in EXERCISES
              for key, unit, source in mutants.mutations(exercise)

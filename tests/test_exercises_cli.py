@@ -11,9 +11,10 @@ import types
 
 import pytest
 
-from tinyattn.tools import cli as tinyattn_cli
-from tinyattn.tools.exercises import BY_NAME, EXERCISES, cli, running, transcript
-from tinyattn.tools.exercises.running import LearnerFileError, load, run_checks
+from tinyattn_tools import cli as tinyattn_cli
+from tinyattn_tools.exercises import BY_NAME, EXERCISES, cli, running
+import exercise_transcript as transcript
+from tinyattn_tools.exercises.running import LearnerFileError, load, run_checks
 
 MUL_DIV = BY_NAME["mul_div"]
 
@@ -247,7 +248,7 @@ def same_but_rounding(got, recorded):
 def test_the_exercises_page_shows_the_cycle_as_it_prints():
     _, section, _ = transcript.split_page(transcript.PAGE.read_text())
     assert same_but_rounding(transcript.cycle(), section), \
-        "run `python -m tinyattn.tools.exercises.transcript --write`"
+        "run `python dev/exercise_transcript.py --write`"
     assert "Hint 1 of 3" in section and "3 of 3 checks pass" in section
 
 

@@ -6,9 +6,9 @@ from references import arrays, assert_refused_before_any_node
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.tools.checklist import ATOL, RTOL
-from tinyattn.tools.checklist.decoder_experts import experts_and_tokens, routing_margin
-from tinyattn.tools.checklist.ops import np_softmax
+from tinyattn_tools.checklist import ATOL, RTOL
+from tinyattn_tools.checklist.decoder_experts import experts_and_tokens, routing_margin
+from tinyattn_tools.checklist.ops import np_softmax
 
 
 def experts(num_experts=4, top_k=2, embed_dim=6):

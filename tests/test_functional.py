@@ -7,9 +7,9 @@ from references import arrays
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.tools.checklist.fused import np_gelu, np_layer_norm
-from tinyattn.tools.checklist.layers import MASK, ROW_FULLY_MASKED
-from tinyattn.tools.checklist.ops import np_attention, np_softmax
+from tinyattn_tools.checklist.fused import np_gelu, np_layer_norm
+from tinyattn_tools.checklist.layers import MASK, ROW_FULLY_MASKED
+from tinyattn_tools.checklist.ops import np_attention, np_softmax
 
 
 @pytest.mark.parametrize("mask, causal, scale", [

@@ -190,7 +190,7 @@ def test_frozen_weights_get_no_gradient_and_the_optimizer_moves_only_the_adapter
 def test_the_adapted_blocks_gradient_check_sees_only_the_adapters():
     """The checklist's row of an adapted TransformerBlock checks the input and the 8 adapters,
     all that requires grad."""
-    from tinyattn.tools.checklist import lora
+    from tinyattn_tools.checklist import lora
     _, inputs = lora.adapted_block()
     assert len(inputs) == 1 + 8
     assert all(p.requires_grad for p in inputs)

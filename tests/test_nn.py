@@ -11,7 +11,7 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn import optim
 from tinyattn.nn.checkpoints import write_checkpoint
-from tinyattn.tools.checklist.ops import np_multi_head_attention
+from tinyattn_tools.checklist.ops import np_multi_head_attention
 
 
 def test_linear_uses_pytorchs_layout_and_initialisation():

@@ -2,7 +2,7 @@
 differences (float64, random upstream gradient, via ta.gradcheck), broadcast shapes included, and
 float32 kept float32 through forward and backward.
 
-The table itself, OP_CASES, lives in `tinyattn/tools/checklist/ops.py`, so
+The table itself, OP_CASES, lives in `tinyattn_tools/checklist/ops.py`, so
 `python -m tinyattn check` runs it too. Below it: numerics (huge logits, limits at 0) and
 property tests over broadcast shapes.
 """
@@ -15,9 +15,9 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn.tools.checklist import ATOL, OP_CASES, RTOL
-from tinyattn.tools.checklist.cases import op_inputs
-from tinyattn.tools.checklist.ops import np_softmax
+from tinyattn_tools.checklist import ATOL, OP_CASES, RTOL
+from tinyattn_tools.checklist.cases import op_inputs
+from tinyattn_tools.checklist.ops import np_softmax
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])

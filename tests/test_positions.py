@@ -1,7 +1,7 @@
 """Positions (tinyattn/functional/positions.py and where layers use them): rotary embeddings
 against the formula and their relative-position property, ALiBi's slopes and bias, attention with
 rope and with a KVCache, the causal model's positional options, and what a model without
-positions cannot see. (Gradients: the rows of tinyattn/tools/checklist/positions.py.)"""
+positions cannot see. (Gradients: the rows of tinyattn_tools/checklist/positions.py.)"""
 import math
 
 import numpy as np
@@ -13,7 +13,7 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.causal_transformer import POSITIONAL
-from tinyattn.tools.checklist.ops import np_attention
+from tinyattn_tools.checklist.ops import np_attention
 
 
 def rope_by_the_formula(x, offset=0, base=10000.0):

@@ -1,5 +1,5 @@
-"""The list of demos on docs/demos.md is what `python demos/regenerate.py` writes: each demo's
-README_ENTRY filled with the numbers recorded in docs/pictures/results.json and ended by the run
+"""The list of demos on docs/demos.md is what `python dev/regenerate.py` writes: each demo's
+PAGE_ENTRY filled with the numbers recorded in docs/pictures/results.json and ended by the run
 time regenerate measured, so editing the page, a template or the numbers alone fails here; every
 picture the README and the docs pages show exists; no demo types a run time of its own; and every
 whole program the README shows runs. No demo runs here."""
@@ -24,7 +24,7 @@ def recorded():
 def test_every_demo_has_recorded_numbers_or_an_entry_without_them_and_no_other():
     assert set(recorded()) <= set(regenerate.demo_names())
     for name in set(regenerate.demo_names()) - set(recorded()):
-        assert hasattr(importlib.import_module(name), "README_ENTRY_WITHOUT_RESULTS"), name
+        assert hasattr(importlib.import_module(name), "PAGE_ENTRY_WITHOUT_RESULTS"), name
 
 
 def test_a_demo_that_cannot_run_here_is_left_out_and_said(monkeypatch, capsys):
@@ -74,7 +74,7 @@ def test_no_demo_template_uses_a_name_of_regenerates_own_run_time():
     """A demo's number named like one of regenerate's (processor_seconds: the whole run's) would
     be overwritten by it, and its entry would quote the wrong measurement."""
     for name in regenerate.demo_names():
-        template = importlib.import_module(name).README_ENTRY
+        template = importlib.import_module(name).PAGE_ENTRY
         fields = {field for _, field, _, _ in string.Formatter().parse(template) if field}
         assert not fields & (regenerate.RUN_TIME_NAMES | regenerate.MACHINE_NAMES), name
 
@@ -88,7 +88,7 @@ def test_no_demo_types_a_run_time():
     texts.update(regenerate=regenerate.__doc__,
                  **{f"{name}.{entry}": getattr(importlib.import_module(name), entry)
                     for name in regenerate.demo_names()
-                    for entry in ("README_ENTRY", "README_ENTRY_WITHOUT_RESULTS")
+                    for entry in ("PAGE_ENTRY", "PAGE_ENTRY_WITHOUT_RESULTS")
                     if hasattr(importlib.import_module(name), entry)})
     assert TYPED_DURATION.search("took 4-6 s") and TYPED_DURATION.search("2.5 min")
     assert not TYPED_DURATION.search("12 steps, 256 keys, 1e-3 ms")

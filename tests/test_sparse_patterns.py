@@ -12,7 +12,7 @@ from references import arrays
 import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn.functional import sparse_patterns
-from tinyattn.tools.checklist.ops import np_attention
+from tinyattn_tools.checklist.ops import np_attention
 
 
 def by_pairs(length, sees):

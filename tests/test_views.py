@@ -21,12 +21,12 @@ import tinyattn.nn as nn
 import tinyattn.viz as viz
 from tinyattn import engine
 from tinyattn.engine import Function, Leaf
-from tinyattn.tools.views import cli, layout, records
-from tinyattn.tools.views.graph import FOLD_ABOVE
-from tinyattn.tools.views.page import summary
+from tinyattn_tools.views import cli, layout, records
+from tinyattn_tools.views.graph import FOLD_ABOVE
+from tinyattn_tools.views.page import summary
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-VIEWS = ROOT / "tinyattn" / "tools" / "views"
+VIEWS = ROOT / "tinyattn_tools" / "views"
 
 
 def data_of(view):
@@ -386,7 +386,7 @@ def test_save_and_the_notebook_iframe(tmp_path):
 def test_the_packaging_ships_every_asset_of_the_views():
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    patterns = config["options.package_data"]["tinyattn.tools.views"].replace(",", " ").split()
+    patterns = config["options.package_data"]["tinyattn_tools.views"].replace(",", " ").split()
     assets = [path for path in VIEWS.iterdir() if path.is_file() and path.suffix != ".py"]
     assert {path.suffix for path in assets} == {".js", ".css"}
     assert all(any(path.match(pattern) for pattern in patterns) for path in assets)

@@ -13,7 +13,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.viz as viz
 from test_views import engine_order, grad_of
-from tinyattn.tools.views import cli
+from tinyattn_tools.views import cli
 
 GPT2_TINY = "tests/fixtures/gpt2-tiny"
 

@@ -122,7 +122,7 @@ class FlashAttention(Function):
     what this project recommends for both functions: a pair of (64, 64) blocks already does
     enough arithmetic for the fixed cost of its NumPy calls to be a small part of it, so larger
     blocks gain little on dense attention while making every layout coarser. How little, on a
-    given machine, `bench_flash` in tinyattn/tools/bench/long_attention.py prints: it sweeps the
+    given machine, `bench_flash` in tinyattn_tools/bench/long_attention.py prints: it sweeps the
     block sizes against plain attention, with the cost of a pair of 1 x 1 blocks (the calls
     alone) for comparison.
     """

@@ -1,0 +1,109 @@
+"""`attention_view(tokens, weights, grads=None)`: where each head looks, layer by layer.
+
+    logits, weights = model(ids, return_weights=True)     # [(B, H, T, T)], one per layer
+    viz.attention_view(tokens, weights).save("attention.html")
+
+For the chosen layer and head the page draws the weights twice: as lines from each query token
+(left) to each key token (right), darker for a larger weight, and as a heatmap, a row per query
+and a column per key. Hovering a token lights what it attends to (or what attends to it). Given
+`grads`, the gradient of the loss with respect to the weights, dL/dA, is drawn beside them in a
+second heatmap (red: raising that weight raises the loss; blue: lowers it). To get dL/dA, keep
+the weights' gradients before backward:
+
+    logits, weights = model(ids, return_weights=True)
+    for layer_weights in weights:
+        layer_weights.retain_grad()
+    loss.backward()
+    viz.attention_view(tokens, weights, grads=[w.grad for w in weights])
+
+A long input is cut to its first `max_tokens` queries and keys (64 by default: a page of 12 x 12
+heads of 64 x 64 opens in well under a second; see docs/views.md), and the page says what was
+left out, rather than freezing the browser on a million lines.
+"""
+import numpy as np
+
+from tinyattn.engine import Tensor
+from tinyattn_tools.views.page import View, float32_base64, page
+
+MAX_TOKENS = 64
+LINK_THRESHOLD = 0.01           # lines are drawn for weights at least this large
+
+
+def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, title=None):
+    """An interactive page of attention weights per layer and head, with dL/dA beside them.
+
+    tokens:  one string per position, or a pair (query_tokens, key_tokens) when L != S
+    weights: (H, L, S) or (B, H, L, S) (arrays or tensors: a MultiHeadAttention's weights), or a
+             list of those, one per layer (a CausalTransformer's `return_weights=True`)
+    grads:   dL/dA, in the same form as `weights`, or None
+    batch:   the row of the batch shown, for (B, H, L, S) weights
+    max_tokens: queries and keys beyond this many are left out, and the page says so
+    """
+    layers = _layers("weights", weights, batch)
+    heads, length, keys = layers[0].shape
+    gradients = None if grads is None else _layers("grads", grads, batch)
+    if gradients is not None and ([g.shape for g in gradients] != [w.shape for w in layers]):
+        raise ValueError(f"attention_view: grads must have the weights' shapes, "
+                         f"{[w.shape for w in layers]}, got {[g.shape for g in gradients]}")
+    queries, key_tokens = _tokens(tokens, length, keys)
+    if not (isinstance(max_tokens, int) and max_tokens >= 1):
+        raise ValueError(f"attention_view: max_tokens must be a positive int, got {max_tokens!r}")
+
+    shown_length, shown_keys = min(length, max_tokens), min(keys, max_tokens)
+    shown = np.stack([w[:, :shown_length, :shown_keys] for w in layers])     # (layers, H, L, S)
+    note = ""
+    if (shown_length, shown_keys) != (length, keys):
+        left_out = max(float(w[:, :shown_length, shown_keys:].sum(axis=-1).max(initial=0))
+                       for w in layers)
+        note = (f"Showing the first {shown_length} of {length} queries and {shown_keys} of "
+                f"{keys} keys (max_tokens={max_tokens}). The weights a shown query puts on the "
+                f"keys left out add up to at most {left_out:.3g}.")
+    title = title or f"attention over {length} tokens: {len(layers)} x {heads} (layers x heads)"
+    data = {"title": title, "queries": queries[:shown_length], "keys": key_tokens[:shown_keys],
+            "layers": len(layers), "heads": heads, "length": shown_length, "keyCount": shown_keys,
+            "weights": float32_base64(shown), "threshold": LINK_THRESHOLD, "note": note,
+            "grads": None if gradients is None else float32_base64(
+                np.stack([g[:, :shown_length, :shown_keys] for g in gradients]))}
+    return View(title, page(title, "attention_view.js", data))
+
+
+def _layers(name, value, batch):
+    """A list of (H, L, S) float arrays, one per layer, from any form attention_view takes."""
+    given = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not given:
+        raise ValueError(f"attention_view: {name} is an empty list: give one array per layer")
+    layers = []
+    for i, layer in enumerate(given):
+        array = np.asarray(layer.data if isinstance(layer, Tensor) else layer)
+        where = f"{name}[{i}]" if isinstance(value, (list, tuple)) else name
+        if array.dtype.kind not in "fiu":
+            raise TypeError(f"attention_view: {where} must hold numbers, got dtype {array.dtype}")
+        if array.ndim == 4:
+            if not 0 <= batch < array.shape[0]:
+                raise ValueError(f"attention_view: batch {batch} is out of range for {where} of "
+                                 f"shape {array.shape}")
+            array = array[batch]
+        elif array.ndim != 3:
+            raise ValueError(f"attention_view: {where} must be (H, L, S), (B, H, L, S) or a list "
+                             f"of those per layer, got shape {array.shape}")
+        layers.append(array.astype(np.float64))
+    if any(layer.shape != layers[0].shape for layer in layers):
+        raise ValueError(f"attention_view: every layer's {name} must have one shape (H, L, S), "
+                         f"got {[layer.shape for layer in layers]}")
+    return layers
+
+
+def _tokens(tokens, length, keys):
+    """(query tokens, key tokens) as lists of strings, checked against L and S."""
+    if isinstance(tokens, str):
+        raise TypeError("attention_view: tokens must be a list of strings, one per position, "
+                        "not one string")
+    if isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str):
+        queries, key_tokens = [str(t) for t in tokens[0]], [str(t) for t in tokens[1]]
+    else:
+        queries = key_tokens = [str(t) for t in tokens]
+    if (len(queries), len(key_tokens)) != (length, keys):
+        raise ValueError(f"attention_view: {len(queries)} query and {len(key_tokens)} key tokens "
+                         f"for weights of (L, S) = ({length}, {keys}): give one token per "
+                         "position, or a pair (query_tokens, key_tokens) when L != S")
+    return queries, key_tokens
