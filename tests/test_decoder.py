@@ -22,7 +22,7 @@ def test_the_block_is_its_three_residual_sub_layers():
     block = decoder_block()
     x, memory = map(ta.tensor, arrays((2, 4, E), (2, 5, E)))
     padding = np.array([[True] * 5, [True, True, True, False, False]])[:, None, None, :]
-    out, self_weights, cross_weights = block.forward_with_weights(x, memory, padding)
+    out, self_weights, cross_weights = block(x, memory, padding, return_weights=True)
 
     attended, expected_self = block.self_attn(block.ln1(x), is_causal=True)
     h = x + attended
@@ -40,7 +40,7 @@ def test_the_block_is_its_three_residual_sub_layers():
 def test_self_attention_is_causal_and_cross_attention_sees_all_memory():
     block = decoder_block()
     x, memory = arrays((1, 5, E), (1, 6, E))
-    out, self_weights, cross_weights = block.forward_with_weights(ta.tensor(x), ta.tensor(memory))
+    out, self_weights, cross_weights = block(ta.tensor(x), ta.tensor(memory), return_weights=True)
     assert not np.triu(self_weights.data, k=1).any()          # no target sees a later one
     assert (cross_weights.data > 0).all()                     # every target sees every source
     later = x.copy()
@@ -60,7 +60,7 @@ def test_masked_memory_positions_do_not_affect_the_output():
     x, memory, noise = arrays((2, 4, E), (2, 6, E), (2, 6, E))
     keep = np.array([[True] * 6, [True, True, True, False, False, False]])
     padding = keep[:, None, None, :]                          # (B, 1, 1, S)
-    out, _, cross_weights = block.forward_with_weights(ta.tensor(x), ta.tensor(memory), padding)
+    out, _, cross_weights = block(ta.tensor(x), ta.tensor(memory), padding, return_weights=True)
     assert (cross_weights.data[1, :, :, 3:] == 0).all()
     changed = np.where(keep[:, :, None], memory, noise)       # other numbers where masked
     np.testing.assert_array_equal(block(ta.tensor(x), ta.tensor(changed), padding).data, out.data)

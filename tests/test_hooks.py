@@ -70,7 +70,7 @@ def test_cached_activations_are_those_the_forward_pass_computed():
         np.testing.assert_array_equal(cache[name + "resid_post"],
                                       cache[name + "resid_mid"] + cache[name + "mlp_out"])
         np.testing.assert_array_equal(cache[name + "resid_post"],
-                                      block.forward_with_weights(x, mask)[0].data)
+                                      block(x, mask).data)
         if i > 0:
             np.testing.assert_array_equal(cache[name + "resid_pre"],
                                           cache[f"blocks.{i - 1}.resid_post"])

@@ -133,7 +133,7 @@ def test_add_lora_wraps_the_attention_projections_and_freezes_the_rest():
     model = small_model()
     total = sum(p.size for p in model.parameters())
     summary = nn.add_lora(model, rank=2)
-    wrapped = [name for name, _, _, layer in linear_layers(model)
+    wrapped = [name for name, layer in linear_layers(model).items()
                if isinstance(layer, nn.LoRALinear)]
     assert wrapped == summary.layers == [f"blocks.{b}.attn.{p}" for b in range(2)
                                          for p in ("q_proj", "k_proj", "v_proj", "out_proj")]
@@ -205,7 +205,7 @@ def test_merge_lora_gives_back_a_plain_model_with_the_same_logits():
     assert not np.allclose(adapted, logits(small_model(), IDS))
     merged = nn.merge_lora(model)
     assert merged is model
-    assert not any(isinstance(layer, nn.LoRALinear) for *_, layer in linear_layers(model))
+    assert not any(isinstance(layer, nn.LoRALinear) for layer in linear_layers(model).values())
     assert set(model.state_dict()) == set(small_model().state_dict())
     np.testing.assert_allclose(logits(model, IDS), adapted, rtol=1e-12, atol=1e-12)
 
@@ -250,7 +250,7 @@ def test_adapters_saved_alone_load_back_onto_the_base_model(tmp_path):
 
     fresh = small_model()                      # the base, as it was before add_lora
     summary = nn.load_lora(fresh, tmp_path / "adapters.safetensors")
-    assert summary.layers == [name for name, *_ in linear_layers(model)
+    assert summary.layers == [name for name in linear_layers(model)
                               if name.endswith(("_proj", "ff.up"))]
     np.testing.assert_array_equal(logits(fresh, IDS), logits(model, IDS))
     assert fresh.trainable_parameters() and all(

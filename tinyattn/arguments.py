@@ -53,7 +53,7 @@ def door(check=None, **specs):
                   if isinstance(spec, str) or hasattr(spec, "pattern")}
         rules = {name: flag if spec is bool else spec for name, spec in specs.items()
                  if name not in shaped}
-        # a layer's __init__ and forward (forward_with_weights) are named after the layer, its
+        # a layer's __init__ and forward are named after the layer, its
         # other methods after the layer and the method: "CausalTransformer.generate"
         is_layer_call = function.__name__ == "__init__" or function.__name__.startswith("forward")
 

@@ -12,6 +12,10 @@ Read this file top to bottom:
   5. `switches`  what `no_grad()`, `retain_grads()` and the doors of arguments.py switch off or
                  on for the length of a `with` block: recording the graph, keeping every
                  output's .grad, checking arguments. `Function.apply` reads them.
+  6. `Watcher`   the one way for a tool to watch the engine (the views, the drawing): inside
+                 `with watching(watcher):` it is told each op applied, each gradient the sweep
+                 hands a node and what the node sends on, and each layer called. Without one,
+                 it costs an op one attribute lookup.
 
 The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
 ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every
@@ -102,6 +106,9 @@ class Function:
             out._node = node
             if switches.retain_grads:
                 node.output = out
+        if switches.watchers:                         # none, unless a tool watches (part 6)
+            for watcher in switches.watchers:
+                watcher.applied(node, arrays, params, out)
         return out
 
     def needs_grad(self, i):
@@ -137,22 +144,32 @@ def unbroadcast(grad, shape, op="backward"):
     times, and its gradient is the sum of those 8 uses: sum over the added axis 0 and the stretched
     axis 2. (README, "Why un-broadcasting sums".)
     """
-    added = grad.ndim - len(shape)
-    if added < 0 or any(g != n and n != 1 for g, n in zip(grad.shape[added:], shape)):
-        raise RuntimeError(f"{op}: backward returned a gradient of shape {grad.shape} for an "
+    return grad.sum(axis=broadcast_axes(grad.shape, shape, op)).reshape(shape)
+
+
+def broadcast_axes(grad_shape, shape, op="backward"):
+    """The axes of a gradient of `grad_shape` that broadcasting added (the leading ones) or
+    stretched from 1 to reach it from `shape`: those `unbroadcast` sums over."""
+    added = len(grad_shape) - len(shape)
+    if added < 0 or any(g != n and n != 1 for g, n in zip(grad_shape[added:], shape)):
+        raise RuntimeError(f"{op}: backward returned a gradient of shape {grad_shape} for an "
                            f"input of shape {shape}, which is not that shape broadcast")
     stretched = tuple(added + i for i, n in enumerate(shape)
-                      if n == 1 and grad.shape[added + i] != 1)
-    return grad.sum(axis=tuple(range(added)) + stretched).reshape(shape)
+                      if n == 1 and grad_shape[added + i] != 1)
+    return tuple(range(added)) + stretched
 
 
 def backward_sweep(root, seed, retain_graph=False):
     """Send gradients from node `root` (whose output gets `seed`) back to every leaf."""
     pending = {root: seed}               # node -> dL/d(its output), summed over its users so far
     queue = [(-root.order, root)]        # a heap: the newest node comes out first
+    watchers = switches.watchers         # none, unless a tool watches (part 6)
     while queue:
         node = heapq.heappop(queue)[1]
         grad = pending.pop(node)
+        if watchers:
+            for watcher in watchers:
+                watcher.reached(node, grad)
         if type(node) is Leaf:
             leaf = node.tensor()
             if leaf is not None:
@@ -166,6 +183,9 @@ def backward_sweep(root, seed, retain_graph=False):
         grads = node.backward(grad)
         if type(grads) is not tuple or len(grads) != len(node.parents):
             raise_bad_backward(node, grads)
+        if watchers:
+            for watcher in watchers:
+                watcher.sent(node, grads)
         for parent, parent_grad in zip(node.parents, grads):
             if parent is None or parent_grad is None:      # a constant, or no gradient for it
                 continue
@@ -361,6 +381,7 @@ class switches:
     grad_enabled = True     # False under `no_grad()`: ops record no graph
     retain_grads = False    # True under `retain_grads()`: every op output keeps its .grad
     checking = True         # False inside a door (arguments.door): arguments were checked there
+    watchers = ()           # the Watchers told what the engine does, inside `watching(...)`
 
 
 @contextlib.contextmanager
@@ -387,6 +408,57 @@ def retain_grads():
     the gradient norm of every op.
     """
     return _switched("retain_grads", True)
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. Watching the engine
+
+class Watcher:
+    """What a tool that watches the engine is told, while `with watching(watcher):` lasts.
+
+    The views and the drawing (tinyattn_tools) learn what they show this way, and only this way:
+    a tool never replaces a method or an attribute of the engine's objects. A Watcher overrides
+    the methods it needs; each is called after the event, and changes nothing by returning.
+
+      applied(node, arrays, params, out)   an op ran: `node` is its Function (in the graph when
+                                           `out._node is node`), `arrays` and `params` what its
+                                           forward was given, `out` the tensor it returned
+      reached(node, grad)                  the sweep hands `grad`, dL/d(node's output) summed over
+                                           its users, to `node` (a Function or a Leaf)
+      sent(node, grads)                    `node`'s backward returned `grads`, one per parent,
+                                           before the sweep sums each back to its parent's shape
+      called(module, args, kwargs)         a layer's forward is about to run (`Module.__call__`)
+      returned(module, output)             ... and has returned `output`
+
+    Watchers must not write into the arrays they are shown: they are the graph's own.
+    """
+
+    def applied(self, node, arrays, params, out):
+        pass
+
+    def reached(self, node, grad):
+        pass
+
+    def sent(self, node, grads):
+        pass
+
+    def called(self, module, args, kwargs):
+        pass
+
+    def returned(self, module, output):
+        pass
+
+
+@contextlib.contextmanager
+def watching(watcher):
+    """A `with` block during which `watcher` (a Watcher) is told what the engine does, after any
+    watcher already watching."""
+    previous = switches.watchers
+    switches.watchers = previous + (watcher,)
+    try:
+        yield watcher
+    finally:
+        switches.watchers = previous
 
 
 from tinyattn import ops  # noqa: E402  (the one cycle: see the top of this file)

@@ -103,7 +103,7 @@ class CausalTransformer(Module):
         weights = []
         with attached(cache):           # the cached keys and values come before the new ones
             for block in self.blocks:
-                x, block_weights = block.forward_with_weights(x, mask)  # (B, T, E)
+                x, block_weights = block(x, mask, return_weights=True)  # (B, T, E)
                 weights.append(block_weights)                           # (B, H, T, start + T)
         if last_only:
             x = x[:, -1:]                                               # (B, 1, E)

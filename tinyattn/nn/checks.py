@@ -93,7 +93,7 @@ def key_value_and_mask_fit(self, query, key=None, value=None, attn_mask=None, is
     attention_mask(attn_mask, (B, self.num_heads, L, S), query.dtype)
 
 
-def block_mask_fits(self, x, attn_mask=None, is_causal=False):
+def block_mask_fits(self, x, attn_mask=None, **_):
     """TransformerBlock: attn_mask broadcasts to the scores of its self-attention (B, H, T, T)."""
     B, T, _ = x.shape
     attention_mask(attn_mask, (B, self.attn.num_heads, T, T), x.dtype)
@@ -149,7 +149,7 @@ def prompt_fits(self, ids, **_):
     token_ids(self, ids)
 
 
-def memory_mask_fits(self, x, memory, memory_mask=None):
+def memory_mask_fits(self, x, memory, memory_mask=None, **_):
     cross_scores = (len(x), self.cross_attn.num_heads, x.shape[1], memory.shape[1])  # (B, H, L, S)
     attention_mask(memory_mask, cross_scores, x.dtype, "memory_mask")
 
@@ -424,13 +424,13 @@ def a_linear_to_adapt(self, linear, rank, alpha=None):
 
 def layers_to_adapt(chosen, rank, targets, linears):
     """add_lora: the patterns chose some Linear layers (`chosen`, of all the model's `linears`),
-    none with an adapter already, each wide enough for the rank. Entries are (name, ..., layer)."""
+    none with an adapter already, each wide enough for the rank; both are {name: layer}."""
     if not chosen:
-        names = [entry[0] for entry in linears]
+        names = list(linears)
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         raise ValueError(f"add_lora: no Linear layer of the model matches targets {targets!r}; "
                          f"its Linear layers are {shown or 'none'}")
-    for name, *_, layer in chosen:
+    for name, layer in chosen.items():
         if hasattr(layer, "lora_A"):
             raise ValueError(f"add_lora: {name} already has an adapter; merge_lora(model) first "
                              f"to adapt a model again")

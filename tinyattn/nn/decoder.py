@@ -41,7 +41,8 @@ class TransformerDecoderBlock(Module):
         x = x + cross_attn(ln2(x), memory, memory)    queries from x, keys and values from memory
         x = x + ff(ln3(x))                            each position on its own
 
-    forward(x, memory, memory_mask=None): `memory` is the encoder's output (B, S, E).
+    forward(x, memory, memory_mask=None, return_weights=False): `memory` is the encoder's output
+    (B, S, E); with return_weights, the self- and cross-attention weights come with the output.
     `memory_mask` means what `attn_mask` means in `F.scaled_dot_product_attention` (True = the
     source position takes part) and broadcasts to the cross-attention scores (B, H, L, S): a
     (B, 1, 1, S) mask hides padding in the source. (A (B, S) mask would be lined up with (L, S),
@@ -65,19 +66,18 @@ class TransformerDecoderBlock(Module):
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, memory, memory_mask=None):
-        return self.forward_with_weights(x, memory, memory_mask)[0]
-
-    @door(checks.memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)")
-    def forward_with_weights(self, x, memory, memory_mask=None):
-        """(output (B, L, E), self-attention weights (B, H, L, L), cross-attention weights
-        (B, H, L, S))."""
+    @door(checks.memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)",
+          return_weights=bool)
+    def forward(self, x, memory, memory_mask=None, return_weights=False):
+        """The output (B, L, E); with return_weights, (output, self-attention weights
+        (B, H, L, L), cross-attention weights (B, H, L, S))."""
         attended, self_weights = self.self_attn(self.ln1(x), is_causal=True)   # (B, L, E)
         x = x + self.dropout(attended)                                          # (B, L, E)
         read, cross_weights = self.cross_attn(self.ln2(x), memory, memory,
                                               attn_mask=memory_mask)            # (B, L, E)
         x = x + self.dropout(read)                                              # (B, L, E)
-        return x + self.ff(self.ln3(x)), self_weights, cross_weights
+        x = x + self.ff(self.ln3(x))                                            # (B, L, E)
+        return (x, self_weights, cross_weights) if return_weights else x
 
 
 class EncoderDecoder(Module):
@@ -143,7 +143,7 @@ class EncoderDecoder(Module):
         x = self.positions(self.tgt_embed(tgt_ids))                 # (B, L, E)
         weights = {"self": [], "cross": []}
         for block in self.decoder:
-            x, self_weights, cross_weights = block.forward_with_weights(x, memory, padding)
+            x, self_weights, cross_weights = block(x, memory, padding, return_weights=True)
             weights["self"].append(self_weights)                    # (B, H, L, L)
             weights["cross"].append(cross_weights)                  # (B, H, L, S)
         logits = self.head(self.decoder_ln(x))                      # (B, L, tgt_vocab)

@@ -45,18 +45,10 @@ def activation_points(model):
     """{full name: (layer, the layer's own name for it)} of every activation `model` names, in
     the order of its tree of modules (the layer's own first, then its children's)."""
     points = {}
-    for prefix, layer in named_modules(model):
+    for path, layer in model.named_modules():
         for name in layer.activations:
-            points[prefix + name] = (layer, name)
+            points[f"{path}.{name}" if path else name] = (layer, name)
     return points
-
-
-def named_modules(model, prefix=""):
-    """(prefix, module) for `model` and each of its sub-modules, depth first; the prefix is the
-    module's dotted path followed by a dot ("" for the model, "blocks.0.attn." for an attention)."""
-    yield prefix, model
-    for name, child in model.named_children():
-        yield from named_modules(child, f"{prefix}{name}.")
 
 
 @extends(Module)

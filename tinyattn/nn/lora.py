@@ -144,40 +144,17 @@ ATTENTION = ("*q_proj", "*k_proj", "*v_proj", "*out_proj")     # every attention
 
 
 def linear_layers(model):
-    """(dotted name, the module holding it, its attribute or (list, index), layer) of every
-    Linear in `model`, depth first; "blocks.0.attn.q_proj" is `model.blocks[0].attn.q_proj`."""
-    found = []
-
-    def walk(module, prefix):
-        for attribute, value in vars(module).items():
-            places = ([(attribute, value)] if isinstance(value, Module) else
-                      [((value, i), item) for i, item in enumerate(value)]
-                      if isinstance(value, list) else [])
-            for place, child in places:
-                name = prefix + (attribute if place == attribute else f"{attribute}.{place[1]}")
-                if isinstance(child, Linear):
-                    found.append((name, module, place, child))
-                elif isinstance(child, Module):
-                    walk(child, name + ".")
-    walk(model, "")
-    return found
+    """{dotted name: layer} of every Linear in `model` (LoRALinear included), depth first;
+    "blocks.0.attn.q_proj" is `model.blocks[0].attn.q_proj`."""
+    return {name: layer for name, layer in model.named_modules() if isinstance(layer, Linear)}
 
 
 def chosen_layers(model, targets):
-    """The entries of `linear_layers(model)` whose name matches one of the shell-style patterns
-    in `targets` ("*q_proj" matches "blocks.0.attn.q_proj")."""
+    """{name: layer} of the Linear layers of `model` whose name matches one of the shell-style
+    patterns in `targets` ("*q_proj" matches "blocks.0.attn.q_proj")."""
     patterns = (targets,) if isinstance(targets, str) else tuple(targets)
-    return [entry for entry in linear_layers(model)
-            if any(fnmatch.fnmatchcase(entry[0], pattern) for pattern in patterns)]
-
-
-def put(module, place, layer):
-    """Put `layer` where `linear_layers` found the one it replaces."""
-    if isinstance(place, tuple):
-        holder, index = place
-        holder[index] = layer
-    else:
-        setattr(module, place, layer)
+    return {name: layer for name, layer in linear_layers(model).items()
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
 
 
 @extends(Module)
@@ -225,18 +202,17 @@ def add_lora(model, rank, alpha=None, targets=ATTENTION):
     chosen = chosen_layers(model, targets)
     checks.layers_to_adapt(chosen, rank, targets, linear_layers(model))
     freeze(model)
-    for name, module, place, linear in chosen:
-        put(module, place, LoRALinear(linear, rank, alpha))
-    return LoRASummary(model, [name for name, *_ in chosen])
+    for name, linear in chosen.items():
+        model.set_submodule(name, LoRALinear(linear, rank, alpha))
+    return LoRASummary(model, list(chosen))
 
 
 def merge_lora(model):
     """Replace every LoRALinear of `model` by its `merge()`, a plain Linear computing the same
     (W + (alpha / rank) B A): the model runs as fast as before adaptation, and saves as before
     (`save_pretrained` writes a GPT-2 that transformers reads). Returns the model."""
-    for _, module, place, layer in linear_layers(model):
-        if isinstance(layer, LoRALinear):
-            put(module, place, layer.merge())
+    for name, layer in adapters(model).items():
+        model.set_submodule(name, layer.merge())
     return model
 
 
@@ -245,7 +221,7 @@ def merge_lora(model):
 
 def adapters(model):
     """{dotted name of a LoRALinear: the layer} of every adapted layer of `model`."""
-    return {name: layer for name, _, _, layer in linear_layers(model)
+    return {name: layer for name, layer in linear_layers(model).items()
             if isinstance(layer, LoRALinear)}
 
 
@@ -272,14 +248,14 @@ def load_lora(model, path):
     file's A and B. The whole file is read and checked against the model first (names, ranks,
     shapes, numbers), so a file that does not fit changes nothing. Returns a LoRASummary."""
     arrays, settings = read_lora(path)
-    layers = {name: (module, place, layer) for name, module, place, layer in linear_layers(model)}
-    arrays = checks.adapters_fit(path, arrays, settings, {n: l for n, (*_, l) in layers.items()})
+    layers = linear_layers(model)
+    arrays = checks.adapters_fit(path, arrays, settings, layers)
     freeze(model)
     for name, setting in settings.items():
-        module, place, layer = layers[name]
+        layer = layers[name]
         if not isinstance(layer, LoRALinear):
             layer = LoRALinear(layer, setting["rank"], setting["alpha"])
-            put(module, place, layer)
+            model.set_submodule(name, layer)
         layer.lora_A.data[...] = arrays[f"{name}.lora_A"]
         layer.lora_B.data[...] = arrays[f"{name}.lora_B"]
     return LoRASummary(model, list(settings))

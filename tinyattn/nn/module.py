@@ -13,7 +13,7 @@ place where a function can read or replace an activation (chapter 2's key/value 
 """
 from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
-from tinyattn.engine import Tensor
+from tinyattn.engine import Tensor, switches
 from tinyattn.nn import checks
 from tinyattn.plumbing import extends  # noqa: F401  (later chapters import it from here too)
 
@@ -35,7 +35,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not switches.watchers:                   # a tool may watch layers (engine.Watcher)
+            return self.forward(*args, **kwargs)
+        for watcher in switches.watchers:
+            watcher.called(self, args, kwargs)
+        output = self.forward(*args, **kwargs)
+        for watcher in reversed(switches.watchers):
+            watcher.returned(self, output)
+        return output
 
     def __setattr__(self, name, value):
         """Setting a Parameter or sub-Module (or a list of them) also names every parameter after
@@ -83,11 +90,46 @@ class Module:
     def parameters(self):
         return [parameter for _, parameter in self.named_parameters()]
 
+    def named_modules(self, prefix=""):
+        """(dotted name, module) for this module (named `prefix`, "" by default) and each of its
+        sub-modules at every depth, depth first, each module once: "blocks.0.attn" is
+        `self.blocks[0].attn`. The one walk over the tree of layers: hooks, LoRA, the drawing and
+        the views all find layers by it, as in PyTorch."""
+        seen, pending = set(), [(prefix, self)]
+        while pending:
+            name, module = pending.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{child}" if name else child, sub)
+                        for child, sub in module.named_children()]
+            pending.extend(reversed(children))          # the first child comes out first
+
     def modules(self):
         """This module and all its sub-modules, depth first."""
-        yield self
-        for _, child in self.named_children():
-            yield from child.modules()
+        return (module for _, module in self.named_modules())
+
+    def get_submodule(self, name):
+        """The sub-module at the dotted `name` ("blocks.0.attn"; "" is this module)."""
+        for dotted, module in self.named_modules():
+            if dotted == name:
+                return module
+        raise AttributeError(f"{type(self).__name__} has no sub-module {name!r}")
+
+    def set_submodule(self, name, module):
+        """Put `module` at the dotted `name` in place of the sub-module there (in a list too:
+        "blocks.0")."""
+        for dotted, holder in self.named_modules():
+            for child, _ in holder.named_children():
+                if (f"{dotted}.{child}" if dotted else child) == name:
+                    attribute, _, index = child.partition(".")
+                    if index:
+                        getattr(holder, attribute)[int(index)] = module
+                    else:
+                        setattr(holder, attribute, module)
+                    return
+        raise AttributeError(f"{type(self).__name__} has no sub-module {name!r}")
 
     # ---------------------------------------------------------------- training state
     def zero_grad(self):

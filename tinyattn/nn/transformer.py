@@ -40,14 +40,12 @@ class TransformerBlock(Module):
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, attn_mask=None, is_causal=False):
-        return self.forward_with_weights(x, attn_mask, is_causal)[0]
-
-    @door(checks.block_mask_fits, x="(B, T, embed_dim)", is_causal=bool)
-    def forward_with_weights(self, x, attn_mask=None, is_causal=False):
-        """(output (B, T, E), attention weights (B, H, T, S))."""
+    @door(checks.block_mask_fits, x="(B, T, embed_dim)", is_causal=bool, return_weights=bool)
+    def forward(self, x, attn_mask=None, is_causal=False, return_weights=False):
+        """The output (B, T, E); with return_weights, also the attention weights (B, H, T, S)."""
         x = self.hook("resid_pre", x)                                       # (B, T, E)
         attended, weights = self.attn(self.ln1(x), attn_mask=attn_mask, is_causal=is_causal)
         x = self.hook("resid_mid", x + self.dropout(attended))              # (B, T, E)
         x = x + self.hook("mlp_out", self.ff(self.ln2(x)))                  # (B, T, E)
-        return self.hook("resid_post", x), weights                          # (B, T, E)
+        x = self.hook("resid_post", x)                                      # (B, T, E)
+        return (x, weights) if return_weights else x

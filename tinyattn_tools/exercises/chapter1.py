@@ -335,7 +335,7 @@ def unbroadcast_pairs():
 
 UNBROADCAST = Exercise(
     "unbroadcast", 1, "unbroadcast: summing a gradient back to its input's shape",
-    "tinyattn.engine", ("unbroadcast",),
+    "tinyattn.engine", ("unbroadcast", "broadcast_axes"),
     read_first="README, \"Why un-broadcasting sums\"; the top of tinyattn/engine.py; NumPy's "
                "broadcasting rules (shapes are aligned at their last axes)",
     checks=(
@@ -350,8 +350,8 @@ UNBROADCAST = Exercise(
         float32(lambda a, b: a * b, (2, 3, 4), (3, 1)),
     ),
     hints=(
-        "Re-read unbroadcast's docstring: sum over the axes broadcasting added (in front) and the "
-        "axes it stretched (size 1 in `shape`, larger in grad).",
+        "Re-read the docstrings of unbroadcast and broadcast_axes: sum over the axes broadcasting "
+        "added (in front) and the axes it stretched (size 1 in `shape`, larger in grad).",
         "Shapes line up at their last axes: grad has `grad.ndim - len(shape)` added axes in "
         "front, and axis i of `shape` is axis (added + i) of grad.",
         "One sum over all those axes at once, then a reshape to `shape` brings the size-1 axes "
@@ -359,16 +359,15 @@ UNBROADCAST = Exercise(
     ),
     wrong_versions=(
         Wrong("only the added axes summed, not the stretched ones",
-              (("grad.sum(axis=tuple(range(added)) + stretched)",
-                "grad.sum(axis=tuple(range(added)))"),)),
+              (("return tuple(range(added)) + stretched", "return tuple(range(added))"),)),
         Wrong("the mean where broadcasting needs the sum",
               (("return grad.sum(axis=", "return grad.mean(axis="),)),
         Wrong("stretched axes counted from grad's front, not after the added axes",
               (("tuple(added + i for i, n in enumerate(shape)",
                 "tuple(i for i, n in enumerate(shape)"),)),
         Wrong("the sum taken in float64 (dtype=float): float32 gradients become float64",
-              (("grad.sum(axis=tuple(range(added)) + stretched)",
-                "grad.sum(axis=tuple(range(added)) + stretched, dtype=float)"),)),
+              (("grad.sum(axis=broadcast_axes(grad.shape, shape, op))",
+                "grad.sum(axis=broadcast_axes(grad.shape, shape, op), dtype=float)"),)),
     ),
 )
 

@@ -50,7 +50,7 @@ def recording(*modules):
             if "forward" in vars(op):
                 stack.enter_context(_recording_forward(op, module_stack))
         for root in modules:
-            for name, module in named_modules(root):
+            for name, module in root.named_modules():
                 for method in [m for m in dir(type(module)) if m.startswith("forward")]:
                     stack.enter_context(_entering(module, method, name, module_stack))
         yield
@@ -63,17 +63,6 @@ def op_classes():
         for subclass in stack.pop().__subclasses__():
             found.append(subclass)
             stack.append(subclass)
-    return found
-
-
-def named_modules(root):
-    """(dotted name, module) for `root`'s sub-modules at every depth; `root` itself is named ""."""
-    found, stack = [], [("", root)]
-    while stack:
-        name, module = stack.pop()
-        found.append((name, module))
-        stack.extend((f"{name}.{child}" if name else child, sub)
-                     for child, sub in module.named_children())
     return found
 
 
