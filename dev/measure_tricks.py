@@ -4,7 +4,7 @@ writing GELU and Adam as their formulas costs there.
 The ops are written as their formulas. One setting stays for speed, in one named place, because
 it is worth more than ~5% of the step:
 
-    keep_freed_memory   plumbing.py: the C allocator keeps the memory NumPy frees for the next
+    keep_freed_memory   memory.py: the C allocator keeps the memory NumPy frees for the next
                         arrays, instead of returning it to the system and faulting it back in
 
 GELU and Adam were written in place (`*=`, `out=`), in two arrays, before; that form is measured

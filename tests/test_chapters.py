@@ -1,43 +1,28 @@
-"""The chapters import backwards only: a file of chapter 1 uses nothing of chapters 2 to 4, nor
-of the tools; a file of chapter 2 nothing of chapters 3 and 4, and so on; so a reader can stop at
-the end of any chapter with nothing missing. Checked on every import and on every name a file
-takes from a package's index (`F.gelu` through `import tinyattn.functional as F`), resolved to the
-module that defines it."""
+"""The book's shape: every file of `tinyattn/` says its chapter in the first words of its docstring
+("Chapter 2. Where a token is: ..."), and imports backwards only: a file of chapter 1 uses nothing
+of chapters 2 to 5, nor of the toolkit; a file of chapter 2 nothing of chapters 3 to 5, and so on;
+so a reader can stop at the end of any chapter with nothing missing. Checked on every import and
+on every name a file takes from a package's index (`F.gelu` through `import tinyattn.functional as
+F`), resolved to the module that defines it. The toolkit (`tinyattn_tools`) imports the book; the
+book imports nothing of it but in its two entry points."""
 import ast
 import importlib
 import importlib.util
 import pathlib
+import re
 
 import pytest
 
 import tinyattn
 
 PACKAGE = pathlib.Path(tinyattn.__file__).parent
-
-CHAPTERS = {
-    1: ["engine", "plumbing", "arguments", "rng", "gradient_check", "optim", "ops.checks",
-        "ops.elementwise", "ops.reductions", "ops.shape", "ops.matmul", "ops.linear", "ops.softmax",
-        "ops.layer_norm", "functional.checks", "functional.basics",
-        "functional.scaled_dot_product", "nn.checks", "nn.module", "nn.layers",
-        "nn.multi_head_attention", "nn.transformer"],
-    2: ["ops.elu_and_cumsum", "ops.flash_attention", "functional.positions", "functional.fused_attention",
-        "functional.sparse_patterns", "functional.sliding_window", "functional.linear_attention",
-        "nn.positions", "nn.causal_transformer", "nn.generation", "nn.decoder", "nn.experts"],
-    3: ["safetensors", "tokenizer", "nn.checkpoints", "nn.pretrained"],
-    4: ["nn.hooks", "interpretability", "nn.lora"],
-}
 # The indexes gather every chapter's names for `import tinyattn as ta`, `tinyattn.functional as F`
-# and `tinyattn.nn as nn`; ops/__init__ gathers chapter 1's ops only.
+# and `tinyattn.nn as nn`; they belong to no chapter.
 INDEXES = {"tinyattn", "tinyattn.functional", "tinyattn.nn"}
-CHAPTER_OF = {f"tinyattn.{name}": chapter for chapter, names in CHAPTERS.items() for name in names}
-CHAPTER_OF["tinyattn.ops"] = 1
-TOOLS = 9          # the tools come after every chapter
-
-# A chapter-1 file that names a later chapter's function, and why.
-EXCEPTIONS = {
-    ("tinyattn.nn.multi_head_attention", "tinyattn.functional.positions"):
-        "API.md puts rope=True (F.rope, chapter 2) on nn.MultiHeadAttention, a chapter-1 layer",
-}
+# The toolkit's two entry points in the book's folder: `import tinyattn.viz` and `python -m tinyattn`.
+ENTRY_POINTS = {"tinyattn.viz", "tinyattn.__main__"}
+TOOLKIT = 99          # the toolkit comes after every chapter
+CHAPTER_LINE = re.compile(r"Chapter (\d)\. [A-Z`\"]")
 
 
 def module_name(path):
@@ -45,10 +30,22 @@ def module_name(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def path_of(name):
+    path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+    return path if path.exists() else PACKAGE.parent / name.replace(".", "/") / "__init__.py"
+
+
+def declared_chapter(name):
+    """The chapter a book module's docstring names in its first words; None if it names none."""
+    docstring = ast.get_docstring(ast.parse(path_of(name).read_text())) or ""
+    match = CHAPTER_LINE.match(docstring)
+    return int(match.group(1)) if match else None
+
+
 def chapter(name):
-    if name.startswith("tinyattn_tools") or name in ("tinyattn.viz", "tinyattn.__main__"):
-        return TOOLS
-    return CHAPTER_OF[name]
+    if name.startswith("tinyattn_tools") or name in ENTRY_POINTS:
+        return TOOLKIT
+    return declared_chapter(name)
 
 
 def used_modules(path):
@@ -90,31 +87,38 @@ def defining_module(module, name):
 
 
 FILES = sorted(path for path in PACKAGE.rglob("*.py") if module_name(path) not in INDEXES)
+BOOK = [path for path in FILES if module_name(path) not in ENTRY_POINTS]
+
+
+@pytest.mark.parametrize("path", BOOK, ids=lambda path: module_name(path))
+def test_a_file_says_its_chapter_first(path):
+    assert declared_chapter(module_name(path)) in range(1, 6), \
+        f"{module_name(path)}: its docstring must begin 'Chapter N. ...'"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda path: module_name(path))
 def test_a_file_uses_nothing_of_a_later_chapter(path):
     importer = module_name(path)
     later = {name: chapter(name) for name in used_modules(path)
-             if chapter(name) > chapter(importer) and (importer, name) not in EXCEPTIONS}
+             if chapter(name) > chapter(importer)}
     assert later == {}, f"{importer} (chapter {chapter(importer)}) uses {later}"
 
 
-def test_every_module_has_its_chapter():
-    named = {module_name(path) for path in FILES}
-    assert {name for name in named if not name.startswith("tinyattn_tools")} - \
-        {"tinyattn.viz", "tinyattn.__main__"} == set(CHAPTER_OF)
+def test_the_book_imports_the_toolkit_only_in_its_entry_points():
+    for path in BOOK:
+        assert not any(name.startswith("tinyattn_tools") for name in used_modules(path)), path
 
 
-def test_the_checks_modules_hold_validators_only_and_use_chapter_1_alone():
-    """checks.py of each package stands beside the chapters: any of them may import it, so it
-    imports nothing beyond chapter 1."""
+def test_the_chapter_1_checks_use_chapter_1_alone():
+    """Each package's checks.py holds the doors' rules of its chapter-1 files; a later chapter's
+    rules are beside their file (`nn/lora_checks.py` beside `nn/lora.py`), in its chapter."""
     for name in ("ops.checks", "functional.checks", "nn.checks"):
-        path = PACKAGE / (name.replace(".", "/") + ".py")
-        assert all(chapter(used) == 1 for used in used_modules(path)), name
+        assert declared_chapter(f"tinyattn.{name}") == 1
+        assert all(chapter(used) == 1 for used in used_modules(path_of(f"tinyattn.{name}"))), name
 
 
-def test_the_exception_is_still_needed():
-    for importer, used in EXCEPTIONS:
-        path = PACKAGE / (importer.removeprefix("tinyattn.").replace(".", "/") + ".py")
-        assert used in used_modules(path)
+def test_a_files_checks_are_in_its_chapter():
+    for path in BOOK:
+        name = module_name(path)
+        if name.endswith("_checks"):
+            assert declared_chapter(name) == declared_chapter(name.removesuffix("_checks")), name

@@ -251,8 +251,6 @@ def t(*shape):
      r"TransformerBlock: hidden_dim must be at least 1, got 0"),
     (lambda: nn.TransformerBlock(8, 2, scale=None, dropout="0.1"), TypeError,
      r"TransformerBlock: dropout must be a number, got '0.1'"),
-    (lambda: nn.TransformerBlock(8, 2, rope=1), TypeError,
-     r"TransformerBlock: rope must be a bool, got 1"),
     (lambda: nn.MultiHeadAttention(8, 2, scale="x"), TypeError,
      r"MultiHeadAttention: scale must be a number, got 'x'"),
     (lambda: nn.MultiHeadAttention(8, 2, scale=float("nan")), ValueError,

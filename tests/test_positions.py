@@ -13,6 +13,7 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.causal_transformer import POSITIONAL
+from tinyattn.nn.positions import rotary_of
 from tinyattn_tools.checklist.ops import np_attention
 
 
@@ -175,7 +176,9 @@ def test_a_cached_attention_step_is_the_uncached_one(rope):
         np.testing.assert_allclose(out.data, whole.data[:, start:stop], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(weights.data, whole_weights.data[:, :, start:stop, :stop],
                                    rtol=1e-12, atol=1e-12)
-    assert mha.hooked is None                   # detached after each block
+    assert mha.hooked == (None if not rope else {"q": [rotary_of(mha).rotated],
+                                                  "k": [rotary_of(mha).rotated]})
+    assert rotary_of(mha) is None or rotary_of(mha).start == 0    # the cache's, detached
 
 
 def test_the_causal_mask_after_a_cache_is_aligned_at_the_end():
@@ -224,8 +227,8 @@ def test_each_positional_option_holds_what_it_needs():
     assert names["learned"] - names["none"] == {"positions.weight"}
     assert all(names[p] == names["none"] for p in ("sinusoidal", "rope", "alibi"))
     assert small_model("learned").positions.weight.shape == (8, 16)
-    assert all(block.attn.rope for block in small_model("rope").blocks)
-    assert not any(block.attn.rope for block in small_model("alibi").blocks)
+    assert all(rotary_of(block.attn) for block in small_model("rope").blocks)
+    assert not any(rotary_of(block.attn) for block in small_model("alibi").blocks)
 
 
 def test_alibi_adds_the_bias_to_every_layers_scores():
@@ -290,7 +293,8 @@ def test_without_positions_a_layer_is_permutation_equivariant():
     permutation = np.random.default_rng(1).permutation(6)
     out, out_of_permuted = block(ta.tensor(x)).data, block(ta.tensor(x[:, permutation])).data
     assert np.abs(out_of_permuted - out[:, permutation]).max() < 1e-13
-    with_rope = nn.TransformerBlock(8, 2, rope=True)
+    with_rope = nn.TransformerBlock(8, 2)
+    nn.Rotary(with_rope.attn)                       # rotary positions through its q, k hooks
     out, out_of_permuted = (with_rope(ta.tensor(x)).data,
                             with_rope(ta.tensor(x[:, permutation])).data)
     assert np.abs(out_of_permuted - out[:, permutation]).max() > 1e-2

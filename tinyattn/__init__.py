@@ -18,7 +18,8 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """
-from tinyattn.plumbing import TensorIndexError, keep_freed_memory
+from tinyattn.arrays import TensorIndexError
+from tinyattn.memory import keep_freed_memory
 from tinyattn.engine import Tensor, tensor, no_grad, retain_grads
 from tinyattn.ops import concatenate, stack, where
 from tinyattn.rng import manual_seed
@@ -26,7 +27,7 @@ from tinyattn.gradient_check import gradcheck, GradcheckError
 from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 
-keep_freed_memory()     # the one speed setting: freed memory kept for the next step (plumbing.py)
+keep_freed_memory()     # the one speed setting: freed memory kept for the next step (memory.py)
 
 __all__ = ["Tensor", "TensorIndexError", "tensor", "no_grad", "retain_grads",
            "concatenate", "stack", "where", "gradcheck", "GradcheckError", "manual_seed",

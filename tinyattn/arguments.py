@@ -1,4 +1,5 @@
-"""Doors: every public function and layer checks its arguments once, where the user called it.
+"""Chapter 1. Doors: every public function and layer checks its arguments once, where the user
+called it.
 
 A door is written where the signature is, and says what each argument must be:
 
@@ -33,7 +34,7 @@ import math
 import numpy as np
 
 from tinyattn.engine import Tensor, switches
-from tinyattn.plumbing import INTEGERS, TensorIndexError, data_of, numeric_array
+from tinyattn.arrays import INTEGERS, TensorIndexError, data_of, numeric_array
 
 REAL_NUMBERS = (int, float, np.integer, np.floating)
 

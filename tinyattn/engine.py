@@ -1,4 +1,4 @@
-"""The engine: the graph an op leaves behind, the backward sweep over it, and the Tensor.
+"""Chapter 1. The engine: the graph an op leaves behind, the backward sweep over it, and the Tensor.
 
 Read this file top to bottom:
 
@@ -19,9 +19,10 @@ Read this file top to bottom:
 
 The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
 ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every
-op's class is looked up when the operator runs, never earlier. How a Tensor behaves as a Python
-object and next to NumPy (len, np.asarray, comparisons, repr, pickling) is plumbing, kept apart
-in `plumbing.py`.
+op's class is looked up when the operator runs, never earlier. Kept apart, for a later reading:
+how a Tensor behaves as a Python object and next to NumPy (len, np.asarray, comparisons, repr,
+pickling: `tensor_protocols.py`), and how values become the arrays ops compute on (`arrays.py`,
+with what NumPy 1.26 needs in `numpy_1_26.py`).
 
 The sweep visits nodes newest first. A node is always created after its inputs, so by the time it
 is visited every op that used its output has already sent it a gradient, and those gradients have
@@ -38,8 +39,8 @@ import weakref
 
 import numpy as np
 
-from tinyattn.plumbing import (ArrayProtocols, data_of, named, numeric_array, operand_arrays,
-                               output_array)
+from tinyattn.arrays import data_of, named, numeric_array, operand_arrays, output_array
+from tinyattn.tensor_protocols import ArrayProtocols
 
 _node_counter = itertools.count()
 

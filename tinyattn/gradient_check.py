@@ -1,4 +1,4 @@
-"""Gradient checking: the engine's gradients against central finite differences.
+"""Chapter 1. Gradient checking: the engine's gradients against central finite differences.
 
 Take the function f under test and a random upstream gradient v shaped like its output, and look at
 the scalar L(x) = <v, f(x)>. One backward sweep seeded with v gives the analytical dL/dx. The

@@ -1,4 +1,4 @@
-"""Chapter 4: what a trained model computes, read through the activations chapter 1's layers name
+"""Chapter 4. What a trained model computes, read through the activations chapter 1's layers name
 (`model.run_with_cache` and `model.hooks`, nn/hooks.py): the logit lens, ablation, activation
 patching and attribution patching.
 
@@ -49,7 +49,7 @@ circuit, where they disagree.
 import numpy as np
 
 from tinyattn.engine import Tensor, no_grad
-from tinyattn.nn import checks
+from tinyattn import interpretability_checks
 from tinyattn.nn.hooks import activation_points
 from tinyattn.nn.multi_head_attention import MultiHeadAttention
 from tinyattn.ops import where
@@ -71,7 +71,7 @@ def logit_lens(model, ids, positions=None):
     `positions` (an int, a slice or an array of ints, NumPy's indexing of the T axis) reads those
     positions only: with GPT-2's 50,257 tokens, every position costs 50,257 numbers per row.
     """
-    checks.lens_model_fits(model)
+    interpretability_checks.lens_model_fits(model)
     names = ["embed"] + [f"blocks.{i}.resid_post" for i in range(len(model.blocks))]
     _, cache = model.run_with_cache(ids, names=names)
     read = slice(None) if positions is None else positions
@@ -85,7 +85,7 @@ def ablate_head(head):
     """A function for `model.hooks` that sets head `head` of an activation (B, H, ...) to zero:
     on "blocks.i.attn.heads", the head's output, it removes the head from the layer's output."""
     def ablated(x):
-        checks.head_in_range("ablate_head", head, x)
+        interpretability_checks.head_in_range("ablate_head", head, x)
         chosen = np.zeros(x.shape[:2] + (1,) * (x.ndim - 2), dtype=bool)     # (1 or B, H, 1, 1)
         chosen[:, head] = True
         return where(chosen, 0.0, x)                                        # (B, H, T, D)
@@ -121,7 +121,7 @@ def activation_patching(model, ids, source, metric, names, per_head=False, per_p
     regions = patching_regions(model, ids, source, metric, names, per_head, per_position,
                                "activation_patching")
     with no_grad():
-        corrupted = checks.metric_number("activation_patching", metric(model(ids)))
+        corrupted = interpretability_checks.metric_number("activation_patching", metric(model(ids)))
         effects = {}
         for name, (shape, kept) in regions.items():
             effect = np.zeros(shape)
@@ -129,7 +129,7 @@ def activation_patching(model, ids, source, metric, names, per_head=False, per_p
                 index = activation_index(source[name].ndim, kept, where_in_region)
                 with model.hooks({name: patch(source[name], index)}):
                     patched = metric(model(ids))
-                effect[where_in_region] = checks.metric_number(
+                effect[where_in_region] = interpretability_checks.metric_number(
                     "activation_patching", patched) - corrupted
             effects[name] = effect
     return effects
@@ -158,7 +158,7 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
     try:
         with model.hooks([(name, keeper(name)) for name in regions]):
             value = metric(model(ids))
-        checks.differentiable_metric("attribution_patching", value)
+        interpretability_checks.differentiable_metric("attribution_patching", value)
         value.backward()
     finally:
         for parameter, grad in zip(parameters, kept_grads):
@@ -176,10 +176,10 @@ def patching_regions(model, ids, source, metric, names, per_head, per_position, 
     """{name: (shape of its result, the activation's axes that shape comes from)}, after checking
     the arguments: names the model's activations, each in `source` with the shape it has on
     `ids` (found by a forward pass without a graph), metric callable."""
-    checks.patching_fits(model, source, metric, names, function)
+    interpretability_checks.patching_fits(model, source, metric, names, function)
     with no_grad():
         _, shapes = model.run_with_cache(ids, names=list(names))
-    checks.source_shapes_fit(source, shapes, function)
+    interpretability_checks.source_shapes_fit(source, shapes, function)
     points = activation_points(model)
     regions = {}
     for name in names:

@@ -1,5 +1,5 @@
-"""Optimizers: they read each parameter's `.grad` and update its `.data` in place; and the two
-helpers a training loop uses with them, gradient clipping and a learning-rate schedule.
+"""Chapter 1. Optimizers: they read each parameter's `.grad` and update its `.data` in place; and
+the two helpers a training loop uses with them, gradient clipping and a learning-rate schedule.
 
 Hyper-parameters are Python floats, so a float32 model stays float32.
 """

@@ -1,4 +1,5 @@
-"""safetensors, read and written with NumPy: the format in which Hugging Face publishes weights.
+"""Chapter 3. Safetensors, read and written with NumPy: the format in which Hugging Face publishes
+weights.
 
 A safetensors file is three parts, one after the other:
 

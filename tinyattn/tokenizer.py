@@ -1,4 +1,4 @@
-r"""GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
+r"""Chapter 3. GPT-2's tokenizer: byte-level byte-pair encoding (BPE), written out in plain Python.
 
 Read next to section 2.2, "Input Representation", of the GPT-2 paper (Radford et al. 2019,
 "Language Models are Unsupervised Multitask Learners"). Text becomes token ids in four steps

@@ -1,4 +1,4 @@
-"""The functions a transformer uses besides attention: the affine map of a Linear layer,
+"""Chapter 1. The functions a transformer uses besides attention: the affine map of a Linear layer,
 activations, softmax, layer norm, dropout and the cross-entropy loss.
 
 Everything here is composed from the ops in `tinyattn.ops`, except softmax, log-softmax, GELU and
@@ -10,7 +10,7 @@ import numpy as np
 from tinyattn import ops, rng
 from tinyattn.arguments import any_tensor, between, door, optional
 from tinyattn.functional import checks
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 @door(x=any_tensor)

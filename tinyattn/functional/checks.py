@@ -1,4 +1,5 @@
-"""The functions' checks: what makes an argument of a function in tinyattn.functional bad.
+"""Chapter 1. The functions' checks: what makes an argument of a function in tinyattn.functional
+bad.
 
 A function's door names them, `@door(checks.targets_fit, logits=any_tensor)` (tinyattn/arguments.py
 says how doors work); they run once, when a user calls the function. Each gets the function's
@@ -12,7 +13,7 @@ import numpy as np
 
 from tinyattn.arguments import ids, shapes
 from tinyattn.engine import Tensor
-from tinyattn.plumbing import data_of, numeric_array
+from tinyattn.arrays import data_of, numeric_array
 
 
 # ------------------------------------------------------------------------------------------------

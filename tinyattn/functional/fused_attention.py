@@ -1,5 +1,6 @@
-"""FlashAttention: the same function as scaled dot-product attention, computed block by block; and
-block-sparse attention, the same algorithm over the pairs of blocks a layout marks visible.
+"""Chapter 2. FlashAttention: the same function as scaled dot-product attention, computed block by
+block; and block-sparse attention, the same algorithm over the pairs of blocks a layout marks
+visible.
 
 The algorithm, step by step with the paper's symbols, is the op `tinyattn/ops/flash_attention.py`;
 these are its doors.

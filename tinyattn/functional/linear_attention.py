@@ -1,5 +1,5 @@
-"""Linear attention: Katharopoulos et al. 2020, "Transformers are RNNs: Fast Autoregressive
-Transformers with Linear Attention".
+"""Chapter 2. Linear attention: Katharopoulos et al. 2020, "Transformers are RNNs: Fast
+Autoregressive Transformers with Linear Attention".
 
 Softmax attention weighs value j for query i by exp(q_i . k_j), normalised over the keys. Linear
 attention puts a dot product of features in place of the exponential, sim(q, k) = phi(q) . phi(k),

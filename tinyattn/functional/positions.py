@@ -1,4 +1,4 @@
-"""Where a token is: the position encodings.
+"""Chapter 2. Where a token is: the position encodings.
 
 Attention alone does not know where a token is. Permute the tokens of a sequence and the outputs
 of a transformer layer come out permuted alike, and one causal layer sees, before each position,

@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, composed from the ops: matmul, masking, softmax, matmul.
+"""Chapter 1. Scaled dot-product attention, composed from the ops: matmul, masking, softmax, matmul.
 
     scores  = query @ key^T * scale          (..., L, S)   how well each query matches each key
     weights = softmax(scores + mask)         (..., L, S)   each row sums to 1 over the keys
@@ -15,7 +15,7 @@ from tinyattn.arguments import between, door, number, optional
 from tinyattn.engine import Tensor
 from tinyattn.functional import checks
 from tinyattn.functional.basics import dropout, softmax
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 SDPA = dict(query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)",

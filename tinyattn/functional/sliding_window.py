@@ -1,4 +1,5 @@
-"""Sliding-window (local) attention, computed chunk by chunk so that its cost grows as L * window.
+"""Chapter 2. Sliding-window (local) attention, computed chunk by chunk so that its cost grows as L
+* window.
 
 Query i sees only the keys near it:
 

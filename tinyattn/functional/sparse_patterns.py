@@ -1,5 +1,5 @@
-"""Sparse attention patterns as boolean masks: which keys each query may see; and as block layouts:
-which blocks of keys each block of queries may see.
+"""Chapter 2. Sparse attention patterns as boolean masks: which keys each query may see; and as
+block layouts: which blocks of keys each block of queries may see.
 
 Each function returns an (L, L) NumPy array of booleans, True where query i (the row) may attend
 to key j (the column), to pass as the `attn_mask` of `F.scaled_dot_product_attention`:

@@ -4,7 +4,8 @@ chapter's layers; read the files in this order:
     chapter 1  module (parameters, and the two extension points later chapters use), layers
                (Linear, LayerNorm, Embedding, Dropout, the feed-forward block),
                multi_head_attention, transformer (the block)
-    chapter 2  positions (the sinusoidal table as a layer), causal_transformer (a small GPT),
+    chapter 2  positions (the sinusoidal table as a layer; rotary positions attached to
+               attention, and MultiHeadAttention(rope=True)), causal_transformer (a small GPT),
                generation (generate, and the key/value cache), decoder (self- and
                cross-attention), experts (a mixture of experts)
     chapter 3  checkpoints (Module.save and Module.load), pretrained (GPT-2's own files, which
@@ -12,13 +13,14 @@ chapter's layers; read the files in this order:
     chapter 4  hooks (every layer's activations by name: Module.run_with_cache and Module.hooks),
                lora (low-rank adapters: LoRALinear, add_lora, merge_lora, save_lora, load_lora)
 
-What makes a layer's argument bad is in checks.py.
+What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
+chapter (lora_checks.py beside lora.py).
 """
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.layers import Linear, LayerNorm, Embedding, Dropout, FeedForward
-from tinyattn.nn.multi_head_attention import MultiHeadAttention
 from tinyattn.nn.transformer import TransformerBlock
-from tinyattn.nn.positions import PositionalEncoding
+# chapter 1's MultiHeadAttention, and rope=True: rotary positions through its hook points
+from tinyattn.nn.positions import MultiHeadAttention, PositionalEncoding, Rotary
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.generation import KVCache
 from tinyattn.nn.decoder import TransformerDecoderBlock, EncoderDecoder
@@ -28,6 +30,7 @@ from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hook
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
-           "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "CausalTransformer",
+           "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
+           "CausalTransformer",
            "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora"]

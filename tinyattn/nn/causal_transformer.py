@@ -1,4 +1,5 @@
-"""A small GPT-style language model: token ids (B, T) -> next-token logits (B, T, vocab_size).
+"""Chapter 2. A small GPT-style language model: token ids (B, T) -> next-token logits (B, T,
+vocab_size).
 
     embedding (+ positions) -> num_layers causal TransformerBlocks -> LayerNorm -> Linear
 
@@ -13,12 +14,12 @@ import numpy as np
 import tinyattn.functional as F
 from tinyattn.arguments import at_least, between, door, floating_dtype, number, one_of, optional
 from tinyattn.functional.scaled_dot_product import causal_mask
-from tinyattn.nn import checks
+from tinyattn.nn import causal_transformer_checks
 from tinyattn.nn.layers import Embedding, LayerNorm, Linear
 from tinyattn.nn.module import Module
-from tinyattn.nn.positions import PositionalEncoding
+from tinyattn.nn.positions import PositionalEncoding, Rotary
 from tinyattn.nn.transformer import TransformerBlock
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
 
@@ -52,7 +53,7 @@ class CausalTransformer(Module):
 
     activations = ("embed", "final")
 
-    @door(checks.heads_fit, vocab_size=at_least(1), embed_dim=at_least(1),
+    @door(causal_transformer_checks.heads_fit_positions, vocab_size=at_least(1), embed_dim=at_least(1),
           num_heads=at_least(1), num_layers=at_least(1), max_len=at_least(1),
           dropout=between(0, 1), scale=optional(number), dtype=floating_dtype,
           positional=one_of(*POSITIONAL), hidden_dim=optional(at_least(1)),
@@ -68,15 +69,17 @@ class CausalTransformer(Module):
         elif positional == "learned":
             self.positions = Embedding(max_len, embed_dim, dtype=dtype)
         self.blocks = [TransformerBlock(embed_dim, num_heads, hidden_dim, dropout=dropout,
-                                        scale=scale, dtype=dtype, rope=positional == "rope",
-                                        layer_norm_eps=layer_norm_eps)
+                                        scale=scale, dtype=dtype, layer_norm_eps=layer_norm_eps)
                        for _ in range(num_layers)]
+        if positional == "rope":        # each attention's queries and keys rotated (nn/positions)
+            for block in self.blocks:
+                Rotary(block.attn)
         self.ln = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
         self.head = Linear(embed_dim, vocab_size, bias=not tied_head, dtype=dtype)
         if tied_head:       # one Parameter in two places: its gradient sums both uses
             self.head.weight = self.embed.weight        # (vocab_size, E): Linear's (out, in)
 
-    @door(checks.ids_and_cache_fit, return_weights=bool, last_only=bool)
+    @door(causal_transformer_checks.ids_and_cache_fit, return_weights=bool, last_only=bool)
     def forward(self, ids, cache=None, return_weights=False, last_only=False):
         """Logits (B, T, vocab_size); with return_weights, also each block's attention weights.
         `last_only=True` gives the last position's logits alone, (B, 1, vocab_size): all that

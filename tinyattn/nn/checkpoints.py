@@ -1,8 +1,7 @@
-"""Saving a model's parameters to a file and loading them back: `Module.save` and `Module.load`,
-which this chapter adds to every layer, in the safetensors format (tinyattn/safetensors.py: the
-format Hugging Face publishes weights in); and the NumPy .npz checkpoints `save` wrote before it
-wrote safetensors, which `load` still reads.
-"""
+"""Chapter 3. Saving a model's parameters to a file and loading them back: `Module.save` and
+`Module.load`, which this chapter adds to every layer, in the safetensors format
+(tinyattn/safetensors.py: the format Hugging Face publishes weights in); and the NumPy .npz
+checkpoints `save` wrote before it wrote safetensors, which `load` still reads."""
 import os
 import zipfile
 import zlib

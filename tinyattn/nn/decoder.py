@@ -1,4 +1,5 @@
-"""Self-attention and cross-attention: a decoder block, and a small encoder-decoder model.
+"""Chapter 2. Self-attention and cross-attention: a decoder block, and a small encoder-decoder
+model.
 
 Both are the same multi-head attention; what differs is where its inputs come from and which mask
 it uses:
@@ -26,12 +27,13 @@ import numpy as np
 from tinyattn.arguments import at_least, between, door, floating_dtype, number, optional
 from tinyattn.engine import no_grad
 from tinyattn.nn import checks
+from tinyattn.nn import decoder_checks
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from tinyattn.nn.module import Module
 from tinyattn.nn.multi_head_attention import MultiHeadAttention
 from tinyattn.nn.positions import PositionalEncoding
 from tinyattn.nn.transformer import TransformerBlock
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 class TransformerDecoderBlock(Module):
@@ -66,7 +68,7 @@ class TransformerDecoderBlock(Module):
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)
 
-    @door(checks.memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)",
+    @door(decoder_checks.memory_mask_fits, x="(B, L, embed_dim)", memory="(B, S, embed_dim)",
           return_weights=bool)
     def forward(self, x, memory, memory_mask=None, return_weights=False):
         """The output (B, L, E); with return_weights, (output, self-attention weights
@@ -118,14 +120,14 @@ class EncoderDecoder(Module):
         self.decoder_ln = LayerNorm(embed_dim, dtype=dtype)
         self.head = Linear(embed_dim, tgt_vocab, dtype=dtype)
 
-    @door(checks.source_and_target_fit, return_weights=bool)
+    @door(decoder_checks.source_and_target_fit, return_weights=bool)
     def forward(self, src_ids, tgt_ids, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab); with return_weights, also the decoder blocks' self- and
         cross-attention weights, {"self": [(B, H, L, L)], "cross": [(B, H, L, S)]}."""
         memory = self.encode(src_ids, src_mask)                     # (B, S, E)
         return self.decode(tgt_ids, memory, src_mask, return_weights)
 
-    @door(checks.source_fits)
+    @door(decoder_checks.source_fits)
     def encode(self, src_ids, src_mask=None):
         """The memory (B, S, E): the source, each position having attended to the whole source."""
         src_ids = np.asarray(data_of(src_ids))                      # (B, S)
@@ -135,7 +137,7 @@ class EncoderDecoder(Module):
             x = block(x, attn_mask=padding)                         # (B, S, E)
         return self.encoder_ln(x)                                   # (B, S, E)
 
-    @door(checks.target_fits, memory="(B, S, embed_dim)", return_weights=bool)
+    @door(decoder_checks.target_fits, memory="(B, S, embed_dim)", return_weights=bool)
     def decode(self, tgt_ids, memory, src_mask=None, return_weights=False):
         """Logits (B, L, tgt_vocab) of the target given the memory (see forward)."""
         tgt_ids = np.asarray(data_of(tgt_ids))                      # (B, L)
@@ -150,7 +152,7 @@ class EncoderDecoder(Module):
         return (logits, weights) if return_weights else logits
 
     @no_grad()
-    @door(checks.start_and_source_fit, max_new_tokens=at_least(0), start_id=at_least(0))
+    @door(decoder_checks.start_and_source_fit, max_new_tokens=at_least(0), start_id=at_least(0))
     def greedy_decode(self, src_ids, max_new_tokens, start_id, src_mask=None):
         """Translate greedily: (B, 1 + max_new_tokens) NumPy ids, `start_id` then the token of
         largest logit at every step.

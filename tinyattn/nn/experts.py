@@ -1,5 +1,5 @@
-"""A mixture of experts: a feed-forward layer of several feed-forward networks ("experts"), of
-which each token uses only a few, chosen for it by a learned router.
+"""Chapter 2. A mixture of experts: a feed-forward layer of several feed-forward networks
+("experts"), of which each token uses only a few, chosen for it by a learned router.
 
     1. route    a logit per expert for every token; keep the top_k largest     (N, n) -> (N, k)
     2. gate     softmax over the chosen logits: how much each chosen expert counts     (N, k)
@@ -15,7 +15,7 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn.arguments import at_least, door, floating_dtype, optional
-from tinyattn.nn import checks
+from tinyattn.nn import experts_checks
 from tinyattn.nn.layers import FeedForward, Linear
 from tinyattn.nn.module import Module
 from tinyattn.ops import concatenate
@@ -65,7 +65,7 @@ class MixtureOfExperts(Module):
     where the Switch Transformer, routing each token to one expert, counts tokens.
     """
 
-    @door(checks.top_k_of_the_experts, embed_dim=at_least(1), num_experts=at_least(1),
+    @door(experts_checks.top_k_of_the_experts, embed_dim=at_least(1), num_experts=at_least(1),
           top_k=at_least(1), hidden_dim=optional(at_least(1)), dtype=floating_dtype)
     def __init__(self, embed_dim, num_experts, top_k=2, hidden_dim=None, dtype=None):
         self.embed_dim, self.num_experts, self.top_k = embed_dim, num_experts, top_k
@@ -75,7 +75,7 @@ class MixtureOfExperts(Module):
         self.aux_loss = None
         self.selected_experts = None
 
-    @door(checks.some_tokens, x="(..., embed_dim)")
+    @door(experts_checks.some_tokens, x="(..., embed_dim)")
     def forward(self, x):
         *leading, E = x.shape
         n, k = self.num_experts, self.top_k

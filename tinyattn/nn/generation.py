@@ -1,4 +1,5 @@
-"""Writing text: `generate`, one token at a time, and the key/value cache that makes each step cheap.
+"""Chapter 2. Writing text: `generate`, one token at a time, and the key/value cache that makes each
+step cheap.
 
 A model writing text predicts one token, appends it, and runs again on the longer sequence. Run
 plainly, every step recomputes the keys and values of the whole prefix. But with causal attention,
@@ -11,9 +12,13 @@ The cache works through the extension point of chapter 1's layers (`Module.hook`
 forward pass runs with it (`model(ids, cache=cache)`), it is attached to every attention layer's
 keys "k" and values "v", (B, H, T, D): it puts the keys and values it holds before the new ones,
 and keeps them all for the next step. The model gives the new tokens the positions after the
-cached ones, and its causal mask lets them see every cached key. Keys are cached before rotary
-embeddings rotate them (MultiHeadAttention rotates all its keys, from position 0, after the cache
-has put its own first).
+cached ones, and its causal mask lets them see every cached key. With rotary positions
+(nn/positions.py), keys are cached rotated, and the cache tells each layer's Rotary where the new
+tokens' positions start.
+
+What a function chapter 4's `hooks` attaches to "k" or "v" sees during generation: it comes after
+the cache's, so it gets the keys (values) of every token so far, (B, H, S + T, D), the cached ones
+first; in `run_with_cache` during a cached step the same.
 """
 import contextlib
 
@@ -22,12 +27,13 @@ import numpy as np
 from tinyattn import rng
 from tinyattn.arguments import at_least, between, door, optional
 from tinyattn.engine import no_grad
-from tinyattn.nn import checks
+from tinyattn.nn import causal_transformer_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.module import extends
 from tinyattn.nn.multi_head_attention import MultiHeadAttention
+from tinyattn.nn.positions import rotary_of
 from tinyattn.ops import concatenate
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 class KVCache:
@@ -56,15 +62,19 @@ class KVCache:
     def attached(self):
         """For a `with` block: every attention layer's new keys and values come out of the cache
         with the cached ones before them (and are cached too)."""
-        detachers = []
+        detachers, rotaries = [], [rotary_of(layer) for layer in self.layers]
         for i, layer in enumerate(self.layers):
             detachers.append(layer.attach("k", lambda k, i=i: self.extended(self.keys, i, k)))
             detachers.append(layer.attach("v", lambda v, i=i: self.extended(self.values, i, v)))
+        for rotary in filter(None, rotaries):       # the new tokens come after the cached ones
+            rotary.start = len(self)
         try:
             yield self
         finally:
             for detach in detachers:
                 detach()
+            for rotary in filter(None, rotaries):
+                rotary.start = 0
 
     @staticmethod
     def extended(cached, i, new):
@@ -83,7 +93,7 @@ def empty_cache(self):
 
 @extends(CausalTransformer)
 @no_grad()
-@door(checks.prompt_fits, max_new_tokens=at_least(0), temperature=between(0),
+@door(causal_transformer_checks.prompt_fits, max_new_tokens=at_least(0), temperature=between(0),
       top_k=optional(at_least(1)), use_cache=bool)
 def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None, use_cache=True):
     """Continue each row of `ids` (B, T) by max_new_tokens tokens: (B, T + max_new_tokens).

@@ -1,4 +1,4 @@
-"""Chapter 4: hooks and the activation cache, to read and change what a model computes inside.
+"""Chapter 4. Hooks and the activation cache, to read and change what a model computes inside.
 
 Interpretability asks what a trained model computes: which head attends where, what the residual
 stream holds after each layer, what changes if one head is switched off. Chapter 1's layers name
@@ -37,7 +37,7 @@ training step with and without.
 import contextlib
 
 from tinyattn.arguments import door
-from tinyattn.nn import checks
+from tinyattn.nn import hooks_checks
 from tinyattn.nn.module import Module, extends
 
 
@@ -59,7 +59,7 @@ def activation_names(self):
 
 @extends(Module)
 @contextlib.contextmanager
-@door(checks.hook_functions_fit)
+@door(hooks_checks.hook_functions_fit)
 def hooks(self, functions):
     """A `with` block during which each function sees its activation in every forward pass.
 
@@ -88,7 +88,7 @@ def replacing(model, name, function):
         result = function(x)
         if result is None:                                  # it read the activation
             return x
-        checks.replacement_fits(model, name, x, result)
+        hooks_checks.replacement_fits(model, name, x, result)
         return result
     return run
 
@@ -102,12 +102,12 @@ def run_with_cache(self, *inputs, names=None, **options):
     functions attached by an enclosing `with model.hooks(...)` run first, so the cache holds what
     they returned.
     """
-    names = checks.names_to_cache(self, names)
+    names = hooks_checks.names_to_cache(self, names)
     cache = {}
 
     def keeper(name):
         def keep(x):
-            checks.computed_once(self, name, cache)
+            hooks_checks.computed_once(self, name, cache)
             cache[name] = x.data
         return keep
 

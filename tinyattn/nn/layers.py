@@ -1,5 +1,5 @@
-"""The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding, Dropout
-and the feed-forward block.
+"""Chapter 1. The layers a transformer is made of, besides attention: Linear, LayerNorm, Embedding,
+Dropout and the feed-forward block.
 
 Every layer with parameters takes `dtype=None` (float64) and initialises them as PyTorch does, from
 the generator `ta.manual_seed` seeds.
@@ -13,7 +13,7 @@ from tinyattn import rng
 from tinyattn.arguments import at_least, between, door, floating_dtype, optional
 from tinyattn.nn import checks
 from tinyattn.nn.module import Module, Parameter, uniform
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 class Linear(Module):

@@ -1,6 +1,6 @@
-"""LoRA, low-rank adaptation (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language
-Models"): fine-tune a trained model by learning a small change to some of its weight matrices,
-the rest of it frozen.
+"""Chapter 4. LoRA, low-rank adaptation (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large
+Language Models"): fine-tune a trained model by learning a small change to some of its weight
+matrices, the rest of it frozen.
 
 A Linear computes y = x W^T + b with W (out, in). Fine-tuning all of W learns out * in numbers per
 layer, and Adam keeps two more of each. Hu et al. observe that the change fine-tuning makes, dW,
@@ -41,7 +41,7 @@ import numpy as np
 
 from tinyattn.arguments import at_least, between, door, optional
 from tinyattn.engine import Function
-from tinyattn.nn import checks
+from tinyattn.nn import lora_checks
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.module import Module, Parameter, extends, uniform
 from tinyattn.safetensors import opened_to_read, read_safetensors, save_safetensors
@@ -101,7 +101,7 @@ class LoRALinear(Linear):
     state_dict keeps its names, `q_proj.weight`, with `q_proj.lora_A` and `q_proj.lora_B` added.
     """
 
-    @door(checks.a_linear_to_adapt, rank=at_least(1), alpha=optional(between(0)))
+    @door(lora_checks.a_linear_to_adapt, rank=at_least(1), alpha=optional(between(0)))
     def __init__(self, linear, rank, alpha=None):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
@@ -187,8 +187,8 @@ class LoRASummary:
                 f"({self.trainable / self.total:.2%})")
 
 
-@door(model=checks.a_module, rank=at_least(1), alpha=optional(between(0)),
-      targets=checks.patterns)
+@door(model=lora_checks.a_module, rank=at_least(1), alpha=optional(between(0)),
+      targets=lora_checks.patterns)
 def add_lora(model, rank, alpha=None, targets=ATTENTION):
     """Freeze every parameter of `model`, then wrap each Linear layer whose dotted name matches
     `targets` (a shell-style pattern, or a list of them) in a LoRALinear of this rank and alpha:
@@ -200,7 +200,7 @@ def add_lora(model, rank, alpha=None, targets=ATTENTION):
     `targets="*"` adapts every Linear layer, "blocks.1.*" those of the second block.
     """
     chosen = chosen_layers(model, targets)
-    checks.layers_to_adapt(chosen, rank, targets, linear_layers(model))
+    lora_checks.layers_to_adapt(chosen, rank, targets, linear_layers(model))
     freeze(model)
     for name, linear in chosen.items():
         model.set_submodule(name, LoRALinear(linear, rank, alpha))
@@ -225,7 +225,7 @@ def adapters(model):
             if isinstance(layer, LoRALinear)}
 
 
-@door(model=checks.a_module)
+@door(model=lora_checks.a_module)
 def save_lora(model, path):
     """Save the adapters of `model` alone in the safetensors file `path`: each LoRALinear's
     `lora_A` and `lora_B` under their names in `state_dict()`, and in the metadata each layer's
@@ -240,7 +240,7 @@ def save_lora(model, path):
     save_safetensors(path, arrays, {"lora": json.dumps(settings)})
 
 
-@door(model=checks.a_module)
+@door(model=lora_checks.a_module)
 def load_lora(model, path):
     """Add the adapters that `save_lora` wrote in `path` to `model` (the model they were trained
     on, as it was before add_lora, or already adapted alike), as `add_lora` does: every parameter
@@ -249,7 +249,7 @@ def load_lora(model, path):
     shapes, numbers), so a file that does not fit changes nothing. Returns a LoRASummary."""
     arrays, settings = read_lora(path)
     layers = linear_layers(model)
-    arrays = checks.adapters_fit(path, arrays, settings, layers)
+    arrays = lora_checks.adapters_fit(path, arrays, settings, layers)
     freeze(model)
     for name, setting in settings.items():
         layer = layers[name]

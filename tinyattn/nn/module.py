@@ -1,4 +1,4 @@
-"""`Module` and `Parameter`: how layers hold their weights.
+"""Chapter 1. `Module` and `Parameter`: how layers hold their weights.
 
 A Module is a Python object whose attributes include its Parameters and its sub-Modules (also
 inside lists, such as the blocks of a transformer). Walking those attributes in the order they were
@@ -15,7 +15,7 @@ from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.engine import Tensor, switches
 from tinyattn.nn import checks
-from tinyattn.plumbing import extends  # noqa: F401  (later chapters import it from here too)
+from tinyattn.extends import extends  # noqa: F401  (later chapters import it from here too)
 
 
 class Parameter(Tensor):

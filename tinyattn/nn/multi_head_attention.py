@@ -1,5 +1,5 @@
-"""Multi-head attention: several attention heads side by side, each looking at its own slice of the
-embedding.
+"""Chapter 1. Multi-head attention: several attention heads side by side, each looking at its own
+slice of the embedding.
 
     1. project  the inputs into queries, keys and values     (B, T, E) -> (B, T, E)
     2. split    each projection into num_heads heads         (B, T, E) -> (B, H, T, D)
@@ -9,7 +9,6 @@ embedding.
 
 with E = embed_dim, H = num_heads, D = E / H the head size, L the query length, S the key length.
 """
-import tinyattn.functional as F
 from tinyattn.arguments import at_least, between, door, floating_dtype, number, optional
 from tinyattn.functional.scaled_dot_product import attention_weights
 from tinyattn.nn import checks
@@ -36,10 +35,6 @@ class MultiHeadAttention(Module):
     with (H, L, S). Note that PyTorch's `nn.MultiheadAttention` uses the opposite convention for
     boolean masks (True = masked).
 
-    `rope=True` (chapter 2) rotates every head's queries and keys by their positions (`F.rope`,
-    RoFormer), counted from the first key; with chapter 2's key/value cache, which puts the
-    earlier tokens' keys first, the queries' positions start after them.
-
     The activations it names (`Module.hook`): each head's queries, keys and values "q", "k", "v"
     (B, H, T, D), the attention "weights" (B, H, L, S), each head's output "heads" (B, H, L, D),
     before they are merged, and the layer's output "out" (B, L, E).
@@ -48,12 +43,10 @@ class MultiHeadAttention(Module):
     activations = ("q", "k", "v", "weights", "heads", "out")
 
     @door(checks.heads_fit, embed_dim=at_least(1), num_heads=at_least(1), bias=bool,
-          dropout=between(0, 1), scale=optional(number), dtype=floating_dtype, rope=bool)
-    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None,
-                 rope=False):
+          dropout=between(0, 1), scale=optional(number), dtype=floating_dtype)
+    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0, scale=None, dtype=None):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
-        self.rope = bool(rope)
         self.dropout = float(dropout)
         self.scale = scale          # None: 1 / sqrt(head_dim); 1.0: unscaled (see demos)
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
@@ -76,9 +69,6 @@ class MultiHeadAttention(Module):
         q = self.hook("q", q.reshape(B, L, H, D).transpose(0, 2, 1, 3))     # (B, H, L, D)
         k = self.hook("k", k.reshape(B, S, H, D).transpose(0, 2, 1, 3))     # (B, H, S, D)
         v = self.hook("v", v.reshape(B, S, H, D).transpose(0, 2, 1, 3))     # (B, H, S, D)
-        if self.rope:       # chapter 2: rotated by position (keys a hook put first come first)
-            start = k.shape[2] - S                                      # 0, or the keys cached
-            q, k = F.rope(q, offset=start), F.rope(k)                   # (B, H, L, D), (B, H, S, D)
         # 3. attend, every head at once (the head axis is a batch axis)
         dropout_p = self.dropout if self.training else 0.0
         weights = self.hook("weights", attention_weights(
@@ -90,5 +80,4 @@ class MultiHeadAttention(Module):
         return self.hook("out", self.out_proj(merged)), weights             # (B, L, E), (B, H, L, S)
 
     def extra_repr(self):
-        rope = ", rope=True" if self.rope else ""
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{rope}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"

@@ -1,6 +1,6 @@
-"""GPT-2's checkpoint layout: how Hugging Face stores GPT-2, and how it maps onto tinyattn's
-`CausalTransformer`; and the two methods this chapter gives the model, `from_pretrained`, which
-reads it, and `save_pretrained`, which writes it (at the end of this file).
+"""Chapter 3. GPT-2's checkpoint layout: how Hugging Face stores GPT-2, and how it maps onto
+tinyattn's `CausalTransformer`; and the two methods this chapter gives the model, `from_pretrained`,
+which reads it, and `save_pretrained`, which writes it (at the end of this file).
 
 A GPT-2 folder holds `config.json` (the sizes) and `model.safetensors` (the weights; the tokenizer's
 vocab.json and merges.txt sit beside them, read by `tinyattn.tokenizer`). A model too big for one
@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from tinyattn.arguments import door, floating_dtype
-from tinyattn.nn import checks
+from tinyattn.nn import pretrained_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.module import extends
 from tinyattn.safetensors import load_safetensors, replaced_atomically, save_safetensors
@@ -319,7 +319,7 @@ def from_pretrained(cls, folder, dtype=np.float32):
 
 
 @extends(CausalTransformer)
-@door(checks.gpt2_shaped)
+@door(pretrained_checks.gpt2_shaped)
 def save_pretrained(self, folder):
     """Write config.json and model.safetensors of this model to `folder` (made if missing) in
     GPT-2's layout, which `from_pretrained` and transformers' `GPT2LMHeadModel.from_pretrained`

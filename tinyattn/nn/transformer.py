@@ -1,4 +1,4 @@
-"""A pre-LayerNorm transformer block: the unit a transformer stacks.
+"""Chapter 1. A pre-LayerNorm transformer block: the unit a transformer stacks.
 
     x = x + attention(layer_norm(x))        tokens look at each other
     x = x + feed_forward(layer_norm(x))     each token is transformed on its own
@@ -17,8 +17,7 @@ from tinyattn.nn.multi_head_attention import MultiHeadAttention
 class TransformerBlock(Module):
     """Pre-LN block: x + attn(ln1(x)), then x + ff(ln2(x)). Inputs and outputs are (B, T, E).
 
-    `rope=True` gives the attention rotary positions (chapter 2). `layer_norm_eps` is the eps of
-    both LayerNorms (GPT-2's config calls it layer_norm_epsilon).
+    `layer_norm_eps` is the eps of both LayerNorms (GPT-2's config calls it layer_norm_epsilon).
 
     The activations it names (`Module.hook`): the residual stream as it comes in, "resid_pre",
     after the attention is added, "resid_mid", and as it goes out, "resid_post" (B, T, E); and
@@ -29,13 +28,13 @@ class TransformerBlock(Module):
 
     @door(checks.heads_fit, embed_dim=at_least(1), num_heads=at_least(1),
           hidden_dim=optional(at_least(1)), dropout=between(0, 1), scale=optional(number),
-          dtype=floating_dtype, rope=bool, layer_norm_eps=between(0))
+          dtype=floating_dtype, layer_norm_eps=between(0))
     def __init__(self, embed_dim, num_heads, hidden_dim=None, dropout=0.0, scale=None,
-                 dtype=None, rope=False, layer_norm_eps=1e-5):
+                 dtype=None, layer_norm_eps=1e-5):
         self.embed_dim = embed_dim
         self.ln1 = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
         self.attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, scale=scale,
-                                       dtype=dtype, rope=rope)
+                                       dtype=dtype)
         self.ln2 = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
         self.ff = FeedForward(embed_dim, hidden_dim, dropout=dropout, dtype=dtype)
         self.dropout = Dropout(dropout)

@@ -1,9 +1,10 @@
-"""The ops: one class per differentiable operation, each a `Function` with forward and backward.
+"""Chapter 1. The ops: one class per differentiable operation, each a `Function` with forward and
+backward.
 
-Read them in this order: elementwise, reductions, shape, matmul, linear, softmax, layer_norm. What makes
-an op's input bad is in checks.py, one line in each op names its check. Chapter 2 adds two files,
-imported where they are used: elu_and_cumsum.py (ELU and the running sum, for linear attention)
-and flash_attention.py (a whole attention fused into one op).
+Read them in this order: elementwise, reductions, shape, matmul, linear, softmax, layer_norm.
+What makes an op's input bad is in checks.py, one line in each op names its check. Chapter 2 adds
+two files, imported where they are used: elu_and_cumsum.py (ELU and the running sum, for linear
+attention) and flash_attention.py (a whole attention fused into one op).
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
                                       Gelu, Where, where)

@@ -1,4 +1,5 @@
-"""The ops' checks: what makes an op's input bad, kept out of the files that hold the ops' math.
+"""Chapter 1. The ops' checks: what makes an op's input bad, kept out of the files that hold the
+ops' math.
 
 An op names its check in one line, `check = staticmethod(checks.matmul_operands)`; `Function.apply`
 runs it before `forward` when a user applies the op (not when tinyattn's own functions do: their
@@ -12,7 +13,7 @@ import math
 
 import numpy as np
 
-from tinyattn.plumbing import INTEGERS, checked_axes
+from tinyattn.arrays import INTEGERS, checked_axes
 
 
 def matmul_operands(a, b):

@@ -1,4 +1,4 @@
-"""Elementwise ops: each output element depends on the elements at the same position.
+"""Chapter 1. Elementwise ops: each output element depends on the elements at the same position.
 
 Every backward rule below is the chain rule for one element, `dL/dx = dL/dout * dout/dx`,
 applied to whole arrays at once. `grad` is dL/d(out). The sweep (engine.py) sums the gradient of a
@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from tinyattn.engine import Function
-from tinyattn.plumbing import data_of
+from tinyattn.arrays import data_of
 
 
 class Add(Function):

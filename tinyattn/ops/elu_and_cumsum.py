@@ -1,12 +1,11 @@
-"""The two ops chapter 2's linear attention needs that chapter 1 did not: ELU, from which its
-feature map phi(x) = elu(x) + 1 is made, and the running sum (`t.cumsum(axis)`) of its causal
-form (tinyattn/functional/linear_attention.py).
-"""
+"""Chapter 2. The two ops chapter 2's linear attention needs that chapter 1 did not: ELU, from which
+its feature map phi(x) = elu(x) + 1 is made, and the running sum (`t.cumsum(axis)`) of its causal
+form (tinyattn/functional/linear_attention.py)."""
 import numpy as np
 
 from tinyattn.engine import Function, Tensor
 from tinyattn.ops import checks
-from tinyattn.plumbing import extends
+from tinyattn.extends import extends
 
 
 class Elu(Function):

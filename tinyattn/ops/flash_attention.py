@@ -1,6 +1,6 @@
-"""FlashAttention-2: the attention of `F.scaled_dot_product_attention`, computed block by block as
-one fused op, so that the (L, S) scores are never held at once; over the pairs of blocks that a
-block layout marks visible, so that block-sparse attention skips the work its mask hides."""
+"""Chapter 2. FlashAttention-2: the attention of `F.scaled_dot_product_attention`, computed block by
+block as one fused op, so that the (L, S) scores are never held at once; over the pairs of blocks
+that a block layout marks visible, so that block-sparse attention skips the work its mask hides."""
 import numpy as np
 
 from tinyattn.engine import Function

@@ -1,7 +1,6 @@
-"""Layer normalisation as one fused op: its backward rule is a classic derivation, shorter and
-cheaper than the chain of primitive ops it replaces (mean, subtract, square, mean, add, sqrt,
-divide, multiply, add: nine nodes, each keeping its own arrays).
-"""
+"""Chapter 1. Layer normalisation as one fused op: its backward rule is a classic derivation,
+shorter and cheaper than the chain of primitive ops it replaces (mean, subtract, square, mean, add,
+sqrt, divide, multiply, add: nine nodes, each keeping its own arrays)."""
 import numpy as np
 
 from tinyattn.engine import Function

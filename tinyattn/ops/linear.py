@@ -1,4 +1,4 @@
-"""The affine map of a Linear layer, x @ W^T + b, as one op (PyTorch's `F.linear`)."""
+"""Chapter 1. The affine map of a Linear layer, x @ W^T + b, as one op (PyTorch's `F.linear`)."""
 import math
 
 from tinyattn.engine import Function

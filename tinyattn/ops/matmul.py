@@ -1,4 +1,4 @@
-"""Matrix multiplication, batched and broadcast as in NumPy's `@`."""
+"""Chapter 1. Matrix multiplication, batched and broadcast as in NumPy's `@`."""
 import numpy as np
 
 from tinyattn.engine import Function

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean and max over some axes.
+"""Chapter 1. Reductions: sum, mean and max over some axes.
 
 Backward sends each output element's gradient back to the input elements it was computed from:
 all of them for sum (each with weight 1) and mean (weight 1/n), the maxima for max. With

@@ -1,4 +1,5 @@
-"""Ops that move elements around without changing them: reshape, transpose, indexing, concatenate.
+"""Chapter 1. Ops that move elements around without changing them: reshape, transpose, indexing,
+concatenate.
 
 Their backward rules move the gradient back the same way: reshape it back, transpose it with the
 inverse permutation, scatter it into the indexed positions, split it at the concatenation seams.
@@ -10,7 +11,7 @@ import numpy as np
 from tinyattn.engine import Function, Tensor
 from tinyattn.ops import checks
 from tinyattn.ops.checks import resolve_shape
-from tinyattn.plumbing import INTEGERS, data_of
+from tinyattn.arrays import INTEGERS, data_of
 
 
 class Reshape(Function):

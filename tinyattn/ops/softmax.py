@@ -1,4 +1,4 @@
-"""Softmax and log-softmax, fused ops: several NumPy steps in one op.
+"""Chapter 1. Softmax and log-softmax, fused ops: several NumPy steps in one op.
 
 Written with the primitives (exp, sum, div) these would be correct, but their backward would keep
 several intermediate arrays; fused, each saves only its output and has a short backward rule.

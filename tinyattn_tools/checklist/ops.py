@@ -26,8 +26,9 @@ def np_attention(q, k, v, allowed=None, scale=None):
     return weights @ v, weights                                       # (..., L, Ev), (..., L, S)
 
 
-def np_multi_head_attention(mha, query, key, value, allowed=None):
-    """The formula of "Attention Is All You Need", one head at a time, in NumPy."""
+def np_multi_head_attention(mha, query, key, value, allowed=None, rotate=None):
+    """The formula of "Attention Is All You Need", one head at a time, in NumPy; `rotate` (such
+    as positions.np_rope), when given, turns each head's queries and keys first."""
     def project(linear, x):
         return x @ linear.weight.data.T + linear.bias.data
     q, k, v = project(mha.q_proj, query), project(mha.k_proj, key), project(mha.v_proj, value)
@@ -35,7 +36,10 @@ def np_multi_head_attention(mha, query, key, value, allowed=None):
     heads, weights = [], []
     for h in range(mha.num_heads):
         part = slice(h * D, (h + 1) * D)
-        head, head_weights = np_attention(q[..., part], k[..., part], v[..., part], allowed)
+        q_head, k_head = q[..., part], k[..., part]
+        if rotate is not None:
+            q_head, k_head = rotate(q_head), rotate(k_head)
+        head, head_weights = np_attention(q_head, k_head, v[..., part], allowed)
         heads.append(head)
         weights.append(head_weights)
     return project(mha.out_proj, np.concatenate(heads, axis=-1)), np.stack(weights, axis=1)

@@ -18,6 +18,7 @@ from tinyattn import gradient_check
 from tinyattn.gradient_check import unit
 from tinyattn_tools.checklist.ops import (np_attention, np_log_softmax, np_multi_head_attention,
                                           np_softmax)
+from tinyattn_tools.checklist.positions import np_rope
 from tinyattn_tools.exercises.checks import (difference, float32, forward_rows, gradient_rows,
                                              gradients, holds, leaves, matches, raises)
 from tinyattn_tools.exercises.exercise import Exercise, Measured, Check, WrongVersion as Wrong
@@ -1138,7 +1139,10 @@ def multi_head_outputs():
         expected, expected_weights = np_multi_head_attention(layer, *np_inputs, allowed=allowed)
         pairs += [(f"{case}: output", out, expected),
                   (f"{case}: weights", weights, expected_weights)]
-    return pairs
+    rotary = nn.MultiHeadAttention(12, 3, rope=True)        # rope works through the q, k hooks
+    out, _ = rotary(ta.tensor(x), is_causal=True)
+    expected, _ = np_multi_head_attention(rotary, x, x, x, allowed=causal, rotate=np_rope)
+    return pairs + [("causal with rope: output", out, expected)]
 
 
 def multi_head_in_eval():
@@ -1152,8 +1156,9 @@ def multi_head_in_eval():
 
 def cache_equals_whole():
     """Fed a few tokens at a time through chapter 2's KVCache, which works through the layer's
-    "k" and "v" hooks, the layer gives the whole sequence's outputs (with rope: the queries'
-    positions continue after the cached keys): causal, and causal with padding."""
+    "k" and "v" hooks, the layer gives the whole sequence's outputs (with rope, which works
+    through its "q" and "k" hooks: the positions continue after the cached keys): causal, and
+    causal with padding."""
     ta.manual_seed(0)
     layer = nn.MultiHeadAttention(8, 2, rope=True)
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
@@ -1181,9 +1186,10 @@ MULTI_HEAD = Exercise(
     "tinyattn.nn.multi_head_attention", ("MultiHeadAttention.forward",),
     read_first="the top of tinyattn/nn/multi_head_attention.py (the five steps and their "
                "shapes) and MultiHeadAttention's docstring; Module.hook in "
-               "tinyattn/nn/module.py; attention_weights and F.rope",
+               "tinyattn/nn/module.py; attention_weights",
     checks=(
-        matches("outputs and weights vs NumPy, head by head: self, cross, causal with padding",
+        matches("outputs and weights vs NumPy, head by head: self, cross, causal with padding, "
+                "rope",
                 multi_head_outputs),
         matches("a layer with dropout, in eval mode: nothing dropped", multi_head_in_eval),
         matches("a few tokens at a time through a KVCache = the whole sequence, with masks",
@@ -1200,8 +1206,8 @@ MULTI_HEAD = Exercise(
         "then transpose to (B, H, T, D): the head axis becomes a batch axis of attention.",
         "Merge is the split undone: transpose back to (B, L, H, D) before reshaping to (B, L, E).",
         "Name the activations with self.hook(name, x) (q, k, v, weights, heads, out): it returns "
-        "x, unless a function is attached, as chapter 2's KVCache attaches to k and v, putting "
-        "the cached keys first; so rope comes after, the queries from start = k.shape[2] - S.",
+        "x, unless a function is attached, as chapter 2's rotary positions attach to q and k and "
+        "its KVCache to k and v, putting the cached keys first: so S is the hooked keys' length.",
     ),
     wrong_versions=(
         Wrong("heads split by a reshape alone, without the transpose",
@@ -1211,8 +1217,9 @@ MULTI_HEAD = Exercise(
               (("heads.transpose(0, 2, 1, 3).reshape(B, L, E)", "heads.reshape(B, L, E)"),)),
         Wrong("the values projected by the key projection",
               (("v = self.v_proj(value)", "v = self.k_proj(value)"),)),
-        Wrong("rope's queries rotated from position 0 after cached keys",
-              (("F.rope(q, offset=start)", "F.rope(q)"),)),
+        Wrong("the queries not passed through their hook point: rope never rotates them",
+              (('q = self.hook("q", q.reshape(B, L, H, D).transpose(0, 2, 1, 3))',
+                'q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)'),)),
     ),
 )
 
