@@ -55,6 +55,8 @@ import sys
 import unicodedata
 
 from tinyattn.arguments import door
+from tinyattn.model_folders import model_folder
+
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -142,8 +144,9 @@ class GPT2Tokenizer:
     @classmethod
     def from_pretrained(cls, folder):
         """The tokenizer of a model folder: vocab.json and merges.txt (Hugging Face's names), or
-        encoder.json and vocab.bpe (OpenAI's names for the same two files)."""
-        folder = os.fspath(folder)
+        encoder.json and vocab.bpe (OpenAI's names for the same two files). `folder` may be the
+        name of a downloaded model ("gpt2", tinyattn/model_folders.py)."""
+        folder = model_folder(folder)
         for vocab_name, merges_name in (("vocab.json", "merges.txt"),
                                         ("encoder.json", "vocab.bpe")):
             vocab_file, merges_file = (os.path.join(folder, vocab_name),

@@ -35,6 +35,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from tinyattn.model_folders import downloads
+
 REPOSITORY = "openai-community/gpt2"
 REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
 BASE_URL = f"https://huggingface.co/{REPOSITORY}/resolve/{REVISION}/"
@@ -55,9 +57,9 @@ class DownloadError(Exception):
 
 
 def default_folder():
-    """~/.cache/tinyattn/gpt2, or under $XDG_CACHE_HOME when it is set."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "tinyattn", "gpt2")
+    """~/.cache/tinyattn/gpt2, or under $XDG_CACHE_HOME when it is set: where
+    `from_pretrained("gpt2")` looks for it (tinyattn/model_folders.py)."""
+    return os.path.join(downloads(), "gpt2")
 
 
 def sha256_of(path, digest=None):

@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from tinyattn.arguments import door, floating_dtype
+from tinyattn.model_folders import model_folder
 from tinyattn.nn import pretrained_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.module import extends
@@ -79,7 +80,7 @@ def layout(num_layers):
 def read_gpt2(folder):
     """(settings for CausalTransformer, state dict of tinyattn's names) from a GPT-2 folder; a
     FileNotFoundError or ValueError naming the folder and what is wrong with it."""
-    folder = os.fspath(folder)
+    folder = model_folder(folder)
     config = read_config(folder)
     settings = settings_from_config(config, folder)
     weights = read_weights(folder, config)
@@ -94,8 +95,6 @@ def read_gpt2(folder):
 
 def read_config(folder):
     """config.json as a dict, with the sizes a GPT-2 must have."""
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"there is no folder {folder!r}")
     path = os.path.join(folder, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"the folder {folder!r} has no config.json: a GPT-2 folder in "

@@ -1,0 +1,25 @@
+"""Chapter 3. Where a model's files are: a folder, or a name that `python -m tinyattn download`
+filled in tinyattn's cache, so that `from_pretrained("gpt2")` finds what the download fetched."""
+import os
+
+
+def downloads():
+    """The folder that `python -m tinyattn download NAME` fills, one folder per NAME:
+    ~/.cache/tinyattn (under $XDG_CACHE_HOME instead of ~/.cache when that is set)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "tinyattn")
+
+
+def model_folder(folder):
+    """The folder of a model: `folder` itself if there is one by that name; else, for a bare name
+    such as "gpt2", the folder `python -m tinyattn download gpt2` wrote (as transformers finds a
+    model in its cache by its name). A FileNotFoundError names both places."""
+    folder = os.fspath(folder)
+    downloaded = os.path.join(downloads(), folder)
+    if os.path.isdir(folder):
+        return folder
+    if os.sep not in folder and os.path.isdir(downloaded):
+        return downloaded
+    raise FileNotFoundError(f"there is no folder {folder!r}, nor a downloaded model of that name "
+                            f"in {downloaded!r} (`python -m tinyattn download NAME` puts one "
+                            f"there; `gpt2` is GPT-2 small)")
