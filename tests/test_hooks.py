@@ -301,3 +301,51 @@ def test_ablating_a_head_that_is_not_there_is_named():
                                          r"\(2, 4, 6, 4\), which has 4 heads on axis 1"):
         with model.hooks({"blocks.0.attn.heads": ablate_head(4)}):
             model(some_ids())
+
+
+@pytest.mark.parametrize("name", ["blocks.0.attn.out", "blocks.0.resid_pre", "blocks.1.mlp_out",
+                                  "embed", "final"])
+def test_ablating_a_head_of_an_activation_without_heads_is_refused(name):
+    """The residual stream (B, T, E) has no head axis: ablate_head(1) there would zero position
+    1. It is refused, naming the function, the shape and the activation."""
+    model = small_model()
+    with pytest.raises(ValueError, match=r"^ablate_head: an activation of shape \(2, 6, 16\) has "
+                                         r"no head axis .* q, k, v, weights or heads \(B, H, "
+                                         rf"\.\.\.\) \(in the function given to hooks for "
+                                         rf"'{name}'\)$"):
+        with model.hooks({name: ablate_head(1)}):
+            model(some_ids())
+    assert nothing_attached(model)
+
+
+@pytest.mark.parametrize("head", [1.5, True, "0"])
+def test_a_head_is_an_int_at_the_call(head):
+    with pytest.raises(TypeError, match=rf"^ablate_head: head must be an int, got {head!r}$"):
+        ablate_head(head)
+
+
+def test_a_reading_function_that_writes_in_place_is_an_error_naming_the_activation():
+    """Written into in place, the activation would change the outputs but not the gradients: the
+    function gets it read-only, and the write is named."""
+    model = small_model()
+
+    def scale_in_place(x):
+        x.data[...] *= 2.0
+
+    with pytest.raises(ValueError, match=r"^hooks: the function for 'blocks.0.attn.v' wrote into "
+                                         r"the activation in place .* return a new Tensor"):
+        with model.hooks({"blocks.0.attn.v": scale_in_place}):
+            model(some_ids())
+    logits, cache = model.run_with_cache(some_ids())        # the activations writable again
+    assert all(array.flags.writeable for array in cache.values())
+    np.testing.assert_array_equal(logits.data, model(some_ids()).data)
+
+
+def test_what_a_key_hook_sees_during_generation_is_the_new_tokens_keys():
+    """A function on "k" comes before the key/value cache's: at each step of generate, the keys of
+    the new tokens alone, (B, H, T, D): the prompt, then one token (nn/generation.py says so)."""
+    model = small_model()
+    seen = []
+    with model.hooks({"blocks.1.attn.k": lambda k: seen.append(k.shape)}):
+        model.generate(some_ids()[:, :3], max_new_tokens=3, temperature=0)
+    assert seen == [(B, H, 3, E // H), (B, H, 1, E // H), (B, H, 1, E // H)]

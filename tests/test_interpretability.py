@@ -245,3 +245,15 @@ def test_the_chapter_pages_code_runs():
         exec(compile(block, str(PAGE), "exec"), namespace)
     assert namespace["lens"].shape == (3, 1, 12, 50) and len(namespace["seen"]) == 1
     assert namespace["measured"].keys() == namespace["estimated"].keys()
+
+
+def test_a_patch_from_a_run_of_another_length_is_refused_naming_both_shapes():
+    model = small_model()
+    clean, _ = clean_and_corrupted()
+    _, cache = model.run_with_cache(clean[:, :6])
+    with pytest.raises(ValueError, match=r"^patch: the source has shape \(2, 6, 16\), the "
+                                         r"activation \(2, 7, 16\): a patch comes from a run on "
+                                         r"inputs of the same shape \(in the function given to "
+                                         r"hooks for 'blocks.0.resid_post'\)$"):
+        with model.hooks({"blocks.0.resid_post": patch(cache["blocks.0.resid_post"])}):
+            model(clean)

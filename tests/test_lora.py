@@ -183,7 +183,10 @@ def test_frozen_weights_get_no_gradient_and_the_optimizer_moves_only_the_adapter
         else:
             assert parameter.grad is None, name
             np.testing.assert_array_equal(after[name], before[name], err_msg=name)
-    with pytest.raises(TypeError, match="every parameter must be a Tensor that requires grad"):
+    with pytest.raises(TypeError, match=r"^AdamW: every parameter must be a Tensor that requires "
+                                        r"grad; parameter 0 \(embed.weight\), of shape "
+                                        r"\(\d+, \d+\), does not: it is frozen.*"
+                                        r"model.trainable_parameters\(\)"):
         ta.optim.AdamW(model.parameters())
 
 
@@ -381,3 +384,14 @@ def test_adapting_an_adapted_layer_again_is_refused_and_changes_nothing():
                                          r"adapter; merge_lora\(model\) first"):
         nn.add_lora(model, rank=2)
     assert model.trainable_parameters() == trainable
+
+
+def test_a_second_add_lora_keeps_the_first_adapters_training():
+    model = small_model()
+    first = nn.add_lora(model, 2, targets="*q_proj")
+    second = nn.add_lora(model, 2, targets="*v_proj")
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable == [name for name, _ in model.named_parameters()
+                         if name.endswith(("q_proj.lora_A", "q_proj.lora_B", "v_proj.lora_A",
+                                           "v_proj.lora_B"))]
+    assert second.trainable == 2 * first.trainable

@@ -331,7 +331,6 @@ def test_a_folder_with_a_file_missing_or_broken_is_named(tmp_path, change, error
                                                  r"does not do: activation_function 'relu' .*; "
                                                  r"n_embd 32 not divisible by n_head 3$"),
     (dict(model_type="llama"), r".*: model_type 'llama' \(not 'gpt2'\)"),
-    (dict(tie_word_embeddings=False), r".*: tie_word_embeddings false"),
     (dict(n_layer="2"), r"config.json's n_layer is '2'; sizes must be integers of at least 1"),
 ])
 def test_a_config_that_disagrees_with_the_weights_is_named(tmp_path, config_changes, message):
@@ -350,15 +349,103 @@ def test_from_pretrained_checks_its_dtype():
 @pytest.mark.parametrize("settings, message", [
     (dict(positional="sinusoidal", tied_head=True), r"this one has sinusoidal positions \(not "
                                                     r"learned\)$"),
-    (dict(positional="learned"), r"this one has an output head of its own"),
+    (dict(positional="learned"), r"this one has an output head with a bias$"),
     (dict(positional="rope", scale=0.5), r"this one has rope positions \(not learned\) and an "
-                                         r"output head of its own .* and scale 0.5 \(not None or "
-                                         r"1.0\)$"),
+                                         r"output head with a bias and scale 0.5 \(not None or "
+                                         r"1.0\) and functions attached to the hook points of "
+                                         r"blocks.0.attn \(q, k\)$"),
 ])
 def test_save_pretrained_refuses_a_model_gpt2s_layout_cannot_hold(tmp_path, settings, message):
     model = nn.CausalTransformer(11, 8, 2, 1, max_len=6, **settings)
     with pytest.raises(ValueError, match=r"^CausalTransformer.save_pretrained: GPT-2's layout "
-                                         r"holds a model with learned positions, a head tied to "
-                                         r"the embedding and the default scale; " + message):
+                                         r"holds a model with learned positions, GPT-2's layers "
+                                         r"and the default scale; " + message):
         model.save_pretrained(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def gpt2_shaped_model(seed=3):
+    ta.manual_seed(seed)
+    return nn.CausalTransformer(13, 12, 3, 2, max_len=9, positional="learned", tied_head=True,
+                                dtype=np.float64)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda model: nn.add_lora(model, 2), r"layers GPT-2 does not have: blocks.0.attn.q_proj "
+                                          r"\(a LoRALinear\), .*merge_lora\(model\) folds LoRA "
+                                          r"adapters .* save_lora saves the adapters alone"),
+    (lambda model: nn.Rotary(model.blocks[1].attn), r"functions attached to the hook points of "
+                                                    r"blocks.1.attn \(q, k\)"),
+    (lambda model: setattr(model.blocks[1].ln2, "eps", 1e-3), r"LayerNorms of different eps"),
+    (lambda model: setattr(model.blocks[0].attn, "scale", 1.0), r"blocks of different scales"),
+    (lambda model: setattr(model.ln.weight, "data", model.ln.weight.data.astype(np.float32)),
+     r"parameters of several dtypes"),
+])
+def test_save_pretrained_refuses_what_a_change_after_building_made_unholdable(tmp_path, change,
+                                                                              message):
+    """Nothing lost silently: a model changed after it was built or loaded (adapters left
+    unmerged, a function attached, a layer's setting changed alone) is refused, naming it."""
+    model = gpt2_shaped_model()
+    change(model)
+    with pytest.raises(ValueError, match=r"^CausalTransformer.save_pretrained: .*" + message):
+        model.save_pretrained(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def merged_lora_on_the_tied_head():
+    """LoRA on every Linear, the tied head included, trained a step, then merged: the head gets a
+    weight of its own (W + B A), no longer the embedding."""
+    model = gpt2_shaped_model()
+    nn.add_lora(model, 2, targets="*")
+    for name, parameter in model.named_parameters():
+        if name.endswith("lora_B"):
+            parameter.data[...] = np.random.default_rng(1).standard_normal(parameter.shape)
+    nn.merge_lora(model)
+    assert model.head.weight is not model.embed.weight
+    return model.eval()
+
+
+def test_an_untied_head_is_saved_as_lm_head_and_read_back(tmp_path):
+    model, ids = merged_lora_on_the_tied_head(), np.arange(9).reshape(1, 9) % 13
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["tie_word_embeddings"] is False
+    assert "lm_head.weight" in ta.load_safetensors(tmp_path / "model.safetensors")
+    loaded = nn.CausalTransformer.from_pretrained(tmp_path, dtype=np.float64)
+    assert loaded.head.weight is not loaded.embed.weight
+    np.testing.assert_array_equal(logits_of(loaded, ids), logits_of(model, ids))
+    tied = gpt2_shaped_model()
+    assert np.abs(logits_of(tied, ids) - logits_of(model, ids)).max() > 1e-2   # the head counts
+
+
+def test_an_untied_head_runs_in_transformers(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch is not installed: the round trip through "
+                                                "transformers is not checked")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: "
+                                       "the round trip through it is not checked")
+    model, ids = merged_lora_on_the_tied_head(), np.arange(9).reshape(1, 9) % 13
+    model.save_pretrained(tmp_path)
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, dtype=torch.float64,
+                                                          attn_implementation="eager")
+    with torch.no_grad():
+        their_logits = theirs.eval()(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(their_logits, logits_of(model, ids), rtol=0, atol=1e-9)
+
+
+def test_a_config_that_unties_the_head_needs_lm_head(tmp_path):
+    folder = gpt2_copy(tmp_path, tie_word_embeddings=False)
+    with pytest.raises(ValueError, match=r"config.json unties the head \(tie_word_embeddings "
+                                         r"false\), so model.safetensors must hold "
+                                         r"lm_head.weight \(\d+, 32\); it holds none"):
+        nn.CausalTransformer.from_pretrained(folder)
+
+
+def test_from_pretrained_finds_a_downloaded_model_by_its_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shutil.copytree(FOLDER, tmp_path / "tinyattn" / "gpt2")
+    monkeypatch.chdir(tmp_path)                     # no folder named gpt2 here
+    model = nn.CausalTransformer.from_pretrained("gpt2")
+    assert model.embed.num_embeddings == 50257
+    with pytest.raises(FileNotFoundError, match=r"there is no folder 'gpt3', nor a downloaded "
+                                                r"model of that name in '.*tinyattn/gpt3' "
+                                                r"\(`python -m tinyattn download NAME`"):
+        nn.CausalTransformer.from_pretrained("gpt3")

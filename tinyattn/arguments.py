@@ -120,11 +120,16 @@ def between(low, high=math.inf):
     return rule
 
 
+def integer(name, value):
+    """An int (not a bool), of any sign: an index, as NumPy's (-1 the last)."""
+    if isinstance(value, bool) or not isinstance(value, INTEGERS):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
 def at_least(low):
     """An int (not a bool) of at least `low`: a size, a count."""
     def rule(name, value):
-        if isinstance(value, bool) or not isinstance(value, INTEGERS):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+        integer(name, value)
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
     return rule

@@ -48,8 +48,10 @@ circuit, where they disagree.
 """
 import numpy as np
 
-from tinyattn.engine import Tensor, no_grad
 from tinyattn import interpretability_checks
+from tinyattn.arguments import door, integer
+from tinyattn.arrays import data_of
+from tinyattn.engine import Tensor, no_grad
 from tinyattn.nn.hooks import activation_points
 from tinyattn.nn.multi_head_attention import MultiHeadAttention
 from tinyattn.ops import where
@@ -81,9 +83,13 @@ def logit_lens(model, ids, positions=None):
 # ------------------------------------------------------------------------------------------------
 # Replacing activations: functions for `model.hooks`
 
+@door(head=integer)
 def ablate_head(head):
-    """A function for `model.hooks` that sets head `head` of an activation (B, H, ...) to zero:
-    on "blocks.i.attn.heads", the head's output, it removes the head from the layer's output."""
+    """A function for `model.hooks` that sets head `head` (an int) of an attention activation to
+    zero: of "blocks.i.attn.q", "k", "v" (B, H, T, D), "weights" (B, H, L, S) or "heads"
+    (B, H, L, D), the activations with a head axis. On "heads", the head's output, it removes
+    the head from the layer's output. An activation of the residual stream (B, T, E) has no head
+    axis: the function refuses it rather than zero a position."""
     def ablated(x):
         interpretability_checks.head_in_range("ablate_head", head, x)
         chosen = np.zeros(x.shape[:2] + (1,) * (x.ndim - 2), dtype=bool)     # (1 or B, H, 1, 1)
@@ -95,11 +101,14 @@ def ablate_head(head):
 def patch(source, index=()):
     """A function for `model.hooks` that puts `source[index]` (a NumPy array of the activation's
     shape, e.g. from another run's cache) in place of the activation's own values at `index`
-    (all of them for `()`); gradients flow to the values left in place."""
+    (all of them for `()`); gradients flow to the values left in place. An activation of another
+    shape (a run on another number of tokens) is refused, naming both shapes."""
+    source = np.asarray(data_of(source))
     chosen = np.zeros(source.shape, dtype=bool)
     chosen[index] = True
 
     def patched(x):
+        interpretability_checks.source_fits_activation("patch", source, x)
         return where(chosen, source, x)
     return patched
 

@@ -17,10 +17,22 @@ def lens_model_fits(model):
 
 
 def head_in_range(function, head, x):
-    """A head of an activation (B, H, ...)."""
-    if x.ndim < 2 or not -x.shape[1] <= head < x.shape[1]:
+    """A head of an attention activation (B, H, T, D) or (B, H, L, S)."""
+    if x.ndim != 4:
+        raise ValueError(f"{function}: an activation of shape {x.shape} has no head axis (the "
+                         f"residual stream and the layers' outputs are (B, T, E)): give "
+                         f"{function} to an attention activation with one, q, k, v, weights or "
+                         f"heads (B, H, ...)")
+    if not -x.shape[1] <= head < x.shape[1]:
         raise ValueError(f"{function}: head {head} of an activation of shape {x.shape}, which "
-                         f"has {x.shape[1] if x.ndim >= 2 else 'no'} heads on axis 1")
+                         f"has {x.shape[1]} heads on axis 1")
+
+
+def source_fits_activation(function, source, x):
+    """A patch's source of the activation's shape."""
+    if source.shape != x.shape:
+        raise ValueError(f"{function}: the source has shape {source.shape}, the activation "
+                         f"{x.shape}: a patch comes from a run on inputs of the same shape")
 
 
 def patching_fits(model, source, metric, names, function):

@@ -40,8 +40,18 @@ def parameters_fit(params, **_):
     params = list(params)
     if not params:
         raise ValueError("got an empty list of parameters")
-    if not all(isinstance(p, Tensor) and p.requires_grad for p in params):
-        raise TypeError("every parameter must be a Tensor that requires grad")
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"every parameter must be a Tensor that requires grad; parameter {i} "
+                            f"is a {type(p).__name__}")
+        if not p.requires_grad:
+            named = f" ({p.name})" if p.name else ""
+            raise TypeError(f"every parameter must be a Tensor that requires grad; parameter "
+                            f"{i}{named}, of shape {p.shape}, does not: it is frozen, and an "
+                            f"optimizer would never move it. Give the optimizer only the "
+                            f"parameters that train: [p for p in model.parameters() if "
+                            f"p.requires_grad], which is model.trainable_parameters() "
+                            f"(chapter 4)")
     if len({id(p) for p in params}) != len(params):
         raise ValueError("a parameter appears twice in the list")
     return {"params": params}

@@ -16,9 +16,10 @@ cached ones, and its causal mask lets them see every cached key. With rotary pos
 (nn/positions.py), keys are cached rotated, and the cache tells each layer's Rotary where the new
 tokens' positions start.
 
-What a function chapter 4's `hooks` attaches to "k" or "v" sees during generation: it comes after
-the cache's, so it gets the keys (values) of every token so far, (B, H, S + T, D), the cached ones
-first; in `run_with_cache` during a cached step the same.
+What a function chapter 4's `hooks` attaches to "k" or "v" sees during generation: it was attached
+before the cache's (which is attached for each step), so it gets the keys (values) of the new
+tokens alone, (B, H, T, D): the whole prompt at the first step, then one token per step, as
+TransformerLens's hook_k does with its cache. What it returns is what the cache keeps.
 """
 import contextlib
 

@@ -83,9 +83,25 @@ def hooks(self, functions):
 
 def replacing(model, name, function):
     """`function` as `Module.attach` wants it: the activation in, the activation (or what replaces
-    it) out; what the function returns is checked at every call."""
+    it) out; what the function returns is checked at every call.
+
+    The function sees the activation read-only: the rest of the forward pass reads its array,
+    but the graph's backward would not know of a change made in place (the gradients would
+    disagree with the outputs), so a write into `x.data` is an error naming the activation; a
+    function that changes an activation returns its replacement. An error the function raises
+    names the activation too."""
     def run(x):
-        result = function(x)
+        writeable = x.data.flags.writeable
+        x.data.flags.writeable = False
+        try:
+            result = function(x)
+        except (ValueError, TypeError) as error:
+            named = hooks_checks.named_for(name, error)
+            if named is error:
+                raise
+            raise named from error
+        finally:
+            x.data.flags.writeable = writeable
         if result is None:                                  # it read the activation
             return x
         hooks_checks.replacement_fits(model, name, x, result)

@@ -94,3 +94,16 @@ def computed_once(model, name, cache):
         raise ValueError(f"{type(model).__name__}.run_with_cache: the activation {name!r} was "
                          f"computed twice in one forward pass (its layer was called twice); a "
                          f"cache holds one array per name")
+
+
+def named_for(name, error):
+    """An error raised by the function given to `hooks` for the activation `name`, said again
+    with the name; a write into the read-only activation said plainly."""
+    if "read-only" in str(error):
+        return ValueError(f"hooks: the function for {name!r} wrote into the activation in place "
+                          f"(x.data[...] = ...), which its backward would not know of: return a "
+                          f"new Tensor to replace it (made with tinyattn's ops, so that "
+                          f"gradients flow), or None to leave it as it is")
+    if repr(name) in str(error):                        # it names the activation already
+        return error
+    return type(error)(f"{error} (in the function given to hooks for {name!r})")

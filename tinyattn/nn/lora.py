@@ -165,9 +165,14 @@ def trainable_parameters(self):
 
 
 def freeze(model):
-    """requires_grad=False on every parameter of `model`: no gradient reaches them any more."""
+    """requires_grad=False on every parameter of `model` but the adapters it has already (a second
+    add_lora adds adapters beside the first ones, which keep training): no gradient reaches them
+    any more."""
+    training = {id(part) for layer in adapters(model).values()
+                for part in (layer.lora_A, layer.lora_B)}
     for parameter in model.parameters():
-        parameter.requires_grad = False
+        if id(parameter) not in training:
+            parameter.requires_grad = False
 
 
 class LoRASummary:

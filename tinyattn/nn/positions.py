@@ -46,7 +46,8 @@ class Rotary:
     of its `attached()` block). The rotation runs before the cache's own function on "k" (it was
     attached first), so the cache keeps rotated keys, and the new tokens' queries and keys
     continue from the positions of the cached ones. A function that chapter 4's `hooks` attaches
-    to "q" or "k" comes after both, and sees the rotated queries and keys.
+    to "q" or "k" comes after the rotation (and before the cache), and sees the rotated queries
+    and keys of the new tokens.
     """
 
     def __init__(self, attention, base=10000.0):

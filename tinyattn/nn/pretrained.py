@@ -17,9 +17,12 @@ bias: logits = ln_f(h) @ wte^T. Four things differ from tinyattn's layout:
    compute x @ W + b with W stored (in, out): the transpose of nn.Linear's (out, in).
 3. c_attn: the query, key and value projections are one Conv1D of width 3E, side by side:
    columns [0, E) are the query's, [E, 2E) the key's, [2E, 3E) the value's.
-4. The head: tied to wte, so it is not stored (a `lm_head.weight` equal to wte is accepted). The
-   real checkpoint also stores each layer's causal mask as a buffer, `h.N.attn.bias` (and
-   `attn.masked_bias`): a constant, not a weight, which tinyattn skips.
+4. The head: tied to wte, so it is not stored (a `lm_head.weight` equal to wte is accepted); with
+   `tie_word_embeddings: false` in the config it is a weight of its own, `lm_head.weight`, of
+   Linear's layout (vocab, E), without bias. (A tied head stops being tied when LoRA adapters on
+   it are merged: then it is written this way.) The real checkpoint also stores each layer's
+   causal mask as a buffer, `h.N.attn.bias` (and `attn.masked_bias`): a constant, not a weight,
+   which tinyattn skips.
 """
 import json
 import os
@@ -30,7 +33,7 @@ from tinyattn.arguments import door, floating_dtype
 from tinyattn.model_folders import model_folder
 from tinyattn.nn import pretrained_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
-from tinyattn.nn.module import extends
+from tinyattn.nn.module import Parameter, extends
 from tinyattn.safetensors import load_safetensors, replaced_atomically, save_safetensors
 
 # tinyattn's name (N: the block)    GPT-2's name (Hugging Face)  which third of c_attn, transposed
@@ -90,6 +93,8 @@ def read_gpt2(folder):
         if third is not None:
             array = np.split(array, 3, axis=-1)[third]      # (E, 3E) -> (E, E); (3E,) -> (E,)
         state[ours] = array.T if transposed else array      # Conv1D (in, out) -> Linear (out, in)
+    if "lm_head.weight" in weights:                          # a head of its own, not tied
+        state["head.weight"] = weights["lm_head.weight"]
     return settings, state
 
 
@@ -130,8 +135,6 @@ def settings_from_config(config, folder):
     if config.get("activation_function", "gelu_new") not in TANH_GELU:
         refused.append(f"activation_function {config['activation_function']!r} (F.gelu is the "
                        f"tanh form: {' or '.join(TANH_GELU)})")
-    if not config.get("tie_word_embeddings", True):
-        refused.append("tie_word_embeddings false (the head here is the token embedding)")
     for option in ("scale_attn_by_inverse_layer_idx", "add_cross_attention"):
         if config.get(option, False):
             refused.append(f"{option} true")
@@ -172,6 +175,7 @@ def read_weights(folder, config):
     weights = {name.removeprefix(PREFIX): array for name, array in stored.items()
                if not name.endswith(BUFFERS)}
     head = weights.pop("lm_head.weight", None)
+    tied = config.get("tie_word_embeddings", True)
     expected = expected_shapes(config)
     missing = [name for name in expected if name not in weights]
     unexpected = [name for name in weights if name not in expected]
@@ -188,9 +192,17 @@ def read_weights(folder, config):
         if weights[name].dtype.kind != "f":
             raise ValueError(f"the folder {folder!r}: {source} holds {name} as "
                              f"{weights[name].dtype}, not floating point")
-    if head is not None and not np.array_equal(head, weights["wte.weight"]):
+    if tied and head is not None and not np.array_equal(head, weights["wte.weight"]):
         raise ValueError(f"the folder {folder!r}: {source} holds an lm_head.weight other than "
-                         f"wte.weight: its head is not tied to the embedding")
+                         f"wte.weight, but config.json ties the head to the embedding "
+                         f"(tie_word_embeddings is not false)")
+    if not tied:
+        if head is None or head.shape != expected["wte.weight"]:
+            raise ValueError(f"the folder {folder!r}: config.json unties the head "
+                             f"(tie_word_embeddings false), so {source} must hold lm_head.weight "
+                             f"{expected['wte.weight']}; it holds "
+                             f"{'none' if head is None else head.shape}")
+        weights["lm_head.weight"] = head
     return weights
 
 
@@ -266,7 +278,8 @@ def gpt2_config(model):
             "n_head": attention.num_heads,
             "n_inner": None if hidden_dim == 4 * attention.embed_dim else hidden_dim,
             "activation_function": "gelu_new", "layer_norm_epsilon": model.ln.eps,
-            "scale_attn_weights": attention.scale is None, "tie_word_embeddings": True,
+            "scale_attn_weights": attention.scale is None,
+            "tie_word_embeddings": model.head.weight is model.embed.weight,
             # tinyattn drops attention weights and each residual branch, never the embeddings
             "attn_pdrop": attention.dropout, "resid_pdrop": attention.dropout, "embd_pdrop": 0.0,
             "bos_token_id": endoftext, "eos_token_id": endoftext, "dtype": str(model.dtype)}
@@ -279,8 +292,11 @@ def gpt2_weights(model):
     parts = {}
     for ours, theirs, third, transposed in layout(len(model.blocks)):
         parts.setdefault(theirs, []).append(state[ours].T if transposed else state[ours])
-    return {PREFIX + name: np.ascontiguousarray(np.concatenate(arrays, axis=-1))
-            for name, arrays in parts.items()}
+    weights = {PREFIX + name: np.ascontiguousarray(np.concatenate(arrays, axis=-1))
+               for name, arrays in parts.items()}
+    if model.head.weight is not model.embed.weight:            # untied: a weight of its own
+        weights["lm_head.weight"] = state["head.weight"]
+    return weights
 
 
 def write_gpt2(folder, model):
@@ -313,6 +329,8 @@ def from_pretrained(cls, folder, dtype=np.float32):
     except (OSError, ValueError) as error:
         raise type(error)(f"CausalTransformer.from_pretrained: {error}") from None
     model = cls(**settings, dtype=dtype)
+    if "head.weight" in state:          # tie_word_embeddings false: the head has its own weight
+        model.head.weight = Parameter(state["head.weight"].astype(dtype))
     model.load_state_dict(state)
     return model.eval()
 
@@ -322,7 +340,10 @@ def from_pretrained(cls, folder, dtype=np.float32):
 def save_pretrained(self, folder):
     """Write config.json and model.safetensors of this model to `folder` (made if missing) in
     GPT-2's layout, which `from_pretrained` and transformers' `GPT2LMHeadModel.from_pretrained`
-    read: a model trained here runs there. Only a GPT-2-shaped model fits that layout: learned
-    positions, a tied head, the default scale or none (scale=1.0). Each file is written whole or
-    not at all."""
+    read: a model trained here runs there. Only a GPT-2-shaped model fits that layout (learned
+    positions, a head without bias, the default scale or none, GPT-2's layers alone, nothing
+    attached to their hook points): anything else is refused before a file is written, naming
+    what the layout cannot hold, rather than saved without it. A head that is not the token
+    embedding (untied, as merging LoRA adapters on a tied head leaves it) is written as
+    lm_head.weight with tie_word_embeddings false. Each file is written whole or not at all."""
     write_gpt2(folder, self)

@@ -1,15 +1,44 @@
 """Chapter 3. What GPT-2's layout can hold, which `save_pretrained` (nn/pretrained.py) checks
-first."""
+first: a save that cannot hold what the model computes refuses, naming what, rather than write a
+file that computes something else."""
+from tinyattn.nn.causal_transformer import CausalTransformer
+from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
+from tinyattn.nn.multi_head_attention import MultiHeadAttention
+from tinyattn.nn.transformer import TransformerBlock
+
+# The layers a GPT-2 is made of, each exactly of its class: a subclass (a LoRALinear is a Linear)
+# computes something else, which the layout has no place for.
+GPT2_LAYERS = (CausalTransformer, Embedding, TransformerBlock, LayerNorm, MultiHeadAttention,
+               Linear, FeedForward, Dropout)
+
 
 def gpt2_shaped(self, folder):
-    """save_pretrained: what GPT-2's layout can hold (nn/pretrained.py): learned positions, a tied
-    head without bias, attention scaled by 1/sqrt(head_dim) or not at all."""
+    """save_pretrained: what GPT-2's layout can hold (nn/pretrained.py): learned positions; a head
+    without bias, tied to the embedding or not (tie_word_embeddings); attention scaled by
+    1/sqrt(head_dim) or not at all, the same in every block, as are the LayerNorms' eps and the
+    sizes; GPT-2's layers alone, with no function attached to their hook points; one dtype."""
+    attentions = [block.attn for block in self.blocks]
+    norms = [layer for layer in self.modules() if isinstance(layer, LayerNorm)]
+    others = [(name, layer) for name, layer in self.named_modules()
+              if type(layer) not in GPT2_LAYERS and layer is not getattr(self, "positions", None)]
+    adapted = any(isinstance(layer, Linear) for _, layer in others)
+    attached = [f"{name or 'the model'} ({', '.join(layer.hooked)})"
+                for name, layer in self.named_modules() if layer.hooked]
     differences = [what for what, differs in (
         (f"{self.positional} positions (not learned)", self.positional != "learned"),
-        ("an output head of its own (not tied to the embedding)", not self.tied_head),
-        (f"scale {self.blocks[0].attn.scale} (not None or 1.0)",
-         self.blocks[0].attn.scale not in (None, 1.0))) if differs]
+        ("an output head with a bias", self.head.bias is not None),
+        (f"scale {attentions[0].scale} (not None or 1.0)", attentions[0].scale not in (None, 1.0)),
+        ("blocks of different scales, heads or widths",
+         len({(a.scale, a.num_heads, a.embed_dim) for a in attentions}) > 1
+         or len({block.ff.up.out_features for block in self.blocks}) > 1),
+        ("LayerNorms of different eps", len({norm.eps for norm in norms}) > 1),
+        ("parameters of several dtypes", len({p.dtype for p in self.parameters()}) > 1),
+        ("layers GPT-2 does not have: "
+         + ", ".join(f"{name} (a {type(layer).__name__})" for name, layer in others)
+         + (" (merge_lora(model) folds LoRA adapters into plain Linear layers; save_lora saves "
+            "the adapters alone)" if adapted else ""), others),
+        (f"functions attached to the hook points of {', '.join(attached)}", attached),
+    ) if differs]
     if differences:
-        raise ValueError(f"GPT-2's layout holds a model with learned positions, a head tied to "
-                         f"the embedding and the default scale; this one has "
-                         f"{' and '.join(differences)}")
+        raise ValueError(f"GPT-2's layout holds a model with learned positions, GPT-2's layers "
+                         f"and the default scale; this one has {' and '.join(differences)}")
