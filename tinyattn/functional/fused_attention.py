@@ -11,6 +11,7 @@ import numpy as np
 
 from tinyattn.arguments import at_least, door, number, optional
 from tinyattn.functional import checks
+from tinyattn.functional import fused_attention_checks
 from tinyattn.ops.flash_attention import FlashAttention
 
 FLASH = dict(query="(..., L, E)", key="(..., S, E)", value="(..., S, Ev)", is_causal=bool,
@@ -43,7 +44,7 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
                                     block_size=block_size, layout=every_pair)
 
 
-@door(checks.layout_and_scale_fit, **FLASH)
+@door(fused_attention_checks.layout_and_scale_fit, **FLASH)
 def block_sparse_attention(query, key, value, layout, block_size=64, is_causal=False, scale=None):
     """Attention over the pairs of blocks that `layout` marks visible, computed FlashAttention's
     way over those pairs only: sparse attention that skips the work its mask hides.

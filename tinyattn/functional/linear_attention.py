@@ -42,7 +42,7 @@ In this file S is the paper's state; the number of keys, which SDPA's docstring 
 import numpy as np
 
 from tinyattn.arguments import any_tensor, at_least, between, door, number
-from tinyattn.functional import checks
+from tinyattn.functional import linear_attention_checks
 from tinyattn.functional.sliding_window import chunked
 from tinyattn.ops.elu_and_cumsum import Elu
 
@@ -58,8 +58,8 @@ def feature_map(x):
     return elu(x) + 1.0
 
 
-@door(checks.causal_needs_L_keys, query="(..., L, E)", key="(..., Lk, E)", value="(..., Lk, Ev)",
-      is_causal=bool, eps=between(0), chunk_size=at_least(1))
+@door(linear_attention_checks.causal_needs_L_keys, query="(..., L, E)", key="(..., Lk, E)",
+      value="(..., Lk, Ev)", is_causal=bool, eps=between(0), chunk_size=at_least(1))
 def linear_attention(query, key, value, is_causal=False, eps=1e-6, chunk_size=64):
     """phi(q_i) @ S / (phi(q_i) @ z + eps) for each query, S and z summed over all keys, or over
     the keys j <= i when causal (see the top of this file).
@@ -101,7 +101,8 @@ def causal_linear_attention(query, key, value, eps, C):
     return out[..., :L, :]                          # (..., L, Ev)
 
 
-@door(checks.state_fits, query="(..., E)", key="(..., E)", value="(..., Ev)", eps=between(0))
+@door(linear_attention_checks.state_fits, query="(..., E)", key="(..., E)", value="(..., Ev)",
+      eps=between(0))
 def linear_attention_step(query, key, value, state=None, eps=1e-6):
     """Causal linear attention for one position, as a step of an RNN (the paper's section 3.4):
 

@@ -27,7 +27,7 @@ very angles rope rotates by.)
 import numpy as np
 
 from tinyattn.arguments import at_least, between, door, floating_dtype
-from tinyattn.functional import checks
+from tinyattn.functional import positions_checks
 from tinyattn.ops import stack
 
 
@@ -52,7 +52,7 @@ def sinusoidal_positions(length, dim):
     return table
 
 
-@door(checks.pairs_of_features, x="(..., T, D)", offset=at_least(0), base=between(1))
+@door(positions_checks.pairs_of_features, x="(..., T, D)", offset=at_least(0), base=between(1))
 def rope(x, offset=0, base=10000.0):
     """Rotary position embedding (RoFormer, Su et al. 2021), on interleaved pairs of features.
 

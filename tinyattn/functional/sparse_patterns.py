@@ -37,7 +37,7 @@ one); tests/test_sparse_patterns.py checks each claim.
 import numpy as np
 
 from tinyattn.arguments import at_least, door, optional
-from tinyattn.functional import checks
+from tinyattn.functional import sparse_patterns_checks
 
 
 def in_band(i, j, window, is_causal=True):
@@ -112,7 +112,7 @@ def sparse_transformer_mask(length, stride):
     return local_mask(length, stride) | strided_mask(length, stride)
 
 
-@door(checks.positions_fit, length=at_least(0))
+@door(sparse_patterns_checks.positions_fit, length=at_least(0))
 def global_mask(length, positions):
     """Global attention (Longformer): the chosen positions see every key, and every query sees
     them (their rows and columns are True); nothing else is.
@@ -131,7 +131,7 @@ def global_mask(length, positions):
     return mask
 
 
-@door(checks.positions_fit, length=at_least(0), window=at_least(1))
+@door(sparse_patterns_checks.positions_fit, length=at_least(0), window=at_least(1))
 def longformer_mask(length, window, positions):
     """Longformer's pattern: the symmetric band |i - j| < window and the global positions.
 
@@ -221,7 +221,7 @@ def sparse_transformer_layout(num_blocks, stride_blocks):
     return sparse_transformer_mask(num_blocks, stride_blocks)              # (Lb, Lb)
 
 
-@door(checks.block_positions_fit, num_blocks=at_least(0))
+@door(sparse_patterns_checks.block_positions_fit, num_blocks=at_least(0))
 def global_layout(num_blocks, positions):
     """Global blocks: the blocks at `positions` see every block and every block sees them;
     `global_mask` with positions counted in blocks.
@@ -239,7 +239,7 @@ def global_layout(num_blocks, positions):
     return global_mask(num_blocks, positions)                              # (Lb, Lb)
 
 
-@door(checks.layout_fits, block_size=at_least(1), length=at_least(0),
+@door(sparse_patterns_checks.layout_fits, block_size=at_least(1), length=at_least(0),
       key_length=optional(at_least(0)))
 def layout_mask(layout, block_size, length, key_length=None):
     """The mask of positions a block layout stands for: kron(layout, ones((b, b)))[:L, :S], each

@@ -40,16 +40,6 @@ def max_over_nonempty_axes(a, axis=None, keepdims=False):
                          f"{a.shape} (axis={axis})")
 
 
-def cumsum_axis(a, axis):
-    """One axis, an int in range (0 or -1 for a 0-d tensor, as in PyTorch)."""
-    if isinstance(axis, bool) or not isinstance(axis, INTEGERS):
-        raise TypeError(f"axis must be an int, got {axis!r}")
-    if a.ndim == 0 and axis not in (0, -1):
-        raise ValueError(f"axis {axis} is out of range for a 0-d tensor (0 or -1)")
-    if a.ndim > 0:
-        checked_axes((axis,), a.ndim, f"axis {axis}")
-
-
 def permutation_of_axes(a, axes):
     """`axes` lists every axis of a once."""
     if not all(isinstance(axis, INTEGERS) for axis in axes):

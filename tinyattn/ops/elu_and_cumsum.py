@@ -4,7 +4,7 @@ form (tinyattn/functional/linear_attention.py)."""
 import numpy as np
 
 from tinyattn.engine import Function, Tensor
-from tinyattn.ops import checks
+from tinyattn.ops import elu_and_cumsum_checks
 from tinyattn.extends import extends
 
 
@@ -42,7 +42,7 @@ class Cumsum(Function):
     """
 
     saves_arrays = False
-    check = staticmethod(checks.cumsum_axis)
+    check = staticmethod(elu_and_cumsum_checks.cumsum_axis)
 
     def forward(self, a, axis):
         self.saved = (axis,)
