@@ -40,7 +40,7 @@ def floats(text, shape):
     return np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(shape)
 
 
-def engine_order(output, monkeypatch):
+def engine_order(output, monkeypatch, retain_graph=True):
     """The nodes in the order the engine's backward pops them off its heap: the engine itself,
     instrumented, not an assumption about it."""
     popped = []
@@ -55,7 +55,7 @@ def engine_order(output, monkeypatch):
 
     Heap.heappop = staticmethod(heappop)
     monkeypatch.setattr(engine, "heapq", Heap)
-    output.backward(retain_graph=True)
+    output.backward(retain_graph=retain_graph)
     monkeypatch.undo()
     return popped
 
@@ -111,6 +111,40 @@ def test_the_users_graph_still_works_after_a_view():
     np.testing.assert_array_equal(x.grad, expected)
     loss.backward()
     np.testing.assert_array_equal(x.grad, 2 * expected)       # leaf gradients add up, as ever
+
+
+def test_after_a_backward_inside_recording_each_gradient_it_handed_a_node_is_shown(monkeypatch):
+    x, w, loss = diamond()
+    with viz.recording():
+        popped = engine_order(loss, monkeypatch, retain_graph=False)   # releases the saved arrays
+    grads = x.grad.copy(), w.grad.copy()
+    data = data_of(viz.graph_view(loss))
+    nodes = viz.nodes(loss)
+    assert [nodes[i] for i in data["sweep"]] == popped
+    for i, node in enumerate(nodes):
+        assert data["nodes"][i]["grad"] == summary(grad_of(node)), node.name
+    assert data["nodes"][0]["arrived"][0]["summed"] == [0, 2]          # x, as before backward
+    assert any("ran inside `viz.recording(...)`" in note for note in data["notes"])
+    np.testing.assert_array_equal(x.grad, grads[0])                    # no .grad changed
+    np.testing.assert_array_equal(w.grad, grads[1])
+
+
+def test_after_a_backward_outside_recording_the_order_and_the_leaves_gradients_are_shown(
+        monkeypatch):
+    x = ta.tensor(np.linspace(-1, 1, 3).reshape(3, 1), requires_grad=True)
+    w = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
+    x.name, w.name = "x", "w"
+    a = x * w
+    loss = (F.softmax(a, axis=-1) * a.tanh() + a).sum()
+    popped = engine_order(loss, monkeypatch, retain_graph=False)
+    data = data_of(viz.graph_view(loss))
+    nodes = viz.nodes(loss)
+    assert [nodes[i] for i in data["sweep"]] == popped                 # read from the graph
+    shown = {entry["label"]: entry for entry in data["nodes"]}
+    assert shown["x"]["grad"] == summary(x.grad) and shown["w"]["grad"] == summary(w.grad)
+    assert all(entry["grad"] is None for entry in data["nodes"] if entry["kind"] != "leaf")
+    assert shown["x"]["arrived"] == [{"from": 2, "shape": None, "summed": []}]   # from x * w
+    assert any("An op's own gradient was not kept" in note for note in data["notes"])
 
 
 def test_values_are_shown_when_recorded_and_a_note_says_when_not():
@@ -211,14 +245,21 @@ def test_small_graphs_are_not_folded_unless_asked():
     assert len(data_of(viz.graph_view(loss, fold=True))["views"]) == 3
 
 
-def test_recording_puts_everything_back():
+def test_recording_watches_and_changes_nothing():
     block = nn.TransformerBlock(8, 2)
-    forwards = {op: vars(op).get("forward") for op in records.op_classes()}
+    attributes = {name: dict(vars(module)) for name, module in block.named_modules()}
     with viz.recording(block):
+        assert len(engine.switches.watchers) == 1
         block(ta.tensor(np.ones((1, 2, 8))))
-    assert {op: vars(op).get("forward") for op in records.op_classes()} == forwards
-    assert not any(name.startswith("forward") for module in block.modules()
-                   for name in vars(module))
+    assert engine.switches.watchers == ()
+    assert {name: dict(vars(module)) for name, module in block.named_modules()} == attributes
+
+
+def test_no_tool_assigns_to_the_books_objects():
+    """Issue 31's grep: the views and the drawing observe through engine.Watcher only."""
+    surgery = re.compile(r"\.forward =|\.backward =|setattr\(|__closure__|cell_contents")
+    for path in [*VIEWS.glob("*.py"), ROOT / "tinyattn_tools" / "drawing.py"]:
+        assert not surgery.search(path.read_text()), path
 
 
 @pytest.mark.parametrize("engine_name", ["dot", "python"])
@@ -269,8 +310,9 @@ def test_graph_view_refuses_what_it_cannot_show():
         viz.graph_view((plain * 2).sum(), check=True)
     released = (plain * plain).sum()
     released.backward()
-    with pytest.raises(ValueError, match=r"released by a backward: call graph_view before"):
-        viz.graph_view(released)
+    with pytest.raises(ValueError, match=r"backward has run on this graph already, with its own "
+                                         r"seed, .* give grad= before output.backward\(\)"):
+        viz.graph_view(released, grad=np.ones(()))
 
 
 # ---------------------------------------------------------------- attention
