@@ -62,19 +62,21 @@ function viewOf(i) {
 
 // ------------------------------------------------------------------ drawing one view
 // A view is drawn fitted to the canvas's width, but never smaller than MIN_SCALE (below it the
-// labels could not be read): a larger graph scrolls.
-const MIN_SCALE = 0.8;
+// labels could not be read): a larger graph scrolls. EDGE: room around the boxes, in pixels.
+const MIN_SCALE = 0.8, EDGE = 4;
 
 function fit(svg, view) {
-  const scale = Math.max(MIN_SCALE, Math.min(1, canvas.clientWidth / view.width));
-  svg.setAttribute("width", view.width * scale);
-  svg.setAttribute("height", view.height * scale);
+  const width = view.width + 2 * EDGE, height = view.height + 2 * EDGE;
+  const scale = Math.max(MIN_SCALE, Math.min(1, canvas.clientWidth / width));
+  svg.setAttribute("width", width * scale);
+  svg.setAttribute("height", height * scale);
 }
 
 function drawView(index) {
   state.view = index;
   const view = data.views[index];
-  const svg = el("svg:svg", { viewBox: `0 0 ${view.width} ${view.height}` });
+  const svg = el("svg:svg", { viewBox: `${-EDGE} ${-EDGE} ${view.width + 2 * EDGE} `
+                                       + `${view.height + 2 * EDGE}` });
   svg.append(el("svg:defs", {}, el("svg:marker", {
     id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
     markerUnits: "userSpaceOnUse", orient: "auto" },

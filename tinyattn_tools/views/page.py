@@ -28,7 +28,7 @@ HOST_SCRIPT = """(function () {
       return;
     }
     if (event.source !== frame.contentWindow || !event.data || !event.data.tinyattn) return;
-    if (event.data.height) frame.style.height = (event.data.height + 2) + "px";
+    if (event.data.height) frame.style.height = event.data.height + "px";
     if (event.data.release && document.activeElement === frame) frame.blur();
   }
   window.addEventListener("message", heard);
