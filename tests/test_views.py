@@ -400,6 +400,25 @@ def test_attention_view_refuses_a_batch_row_it_does_not_have_and_a_bad_cap():
         viz.attention_view(list("ab"), heads((1, 2, 2)), max_tokens=0)
 
 
+def test_an_attention_view_too_large_to_draw_is_refused_before_it_is_written():
+    from tinyattn_tools.views.attention import MAX_CELLS, MAX_PAGE_BYTES
+    side = int(MAX_CELLS ** 0.5)
+    tokens = [f"t{i}" for i in range(side + 1)]
+    weights = np.broadcast_to(1.0 / len(tokens), (12, len(tokens), len(tokens)))   # no memory
+    viz.attention_view(tokens, weights, max_tokens=side)              # the largest: drawn
+    with pytest.raises(ValueError, match=rf"a head of {side + 1} x {side + 1} weights is more "
+                                         rf"than .* max_tokens={side} or less"):
+        viz.attention_view(tokens, weights, max_tokens=side + 1)
+    layer = weights[:, :side, :side]
+    per_layer = 2 * 4 * -(-4 * layer.size // 3)                       # its page bytes, with dL/dA
+    layers = [layer] * (MAX_PAGE_BYTES // per_layer + 1)
+    with pytest.raises(ValueError, match=rf"{len(layers)} layers x 12 heads of {side} x {side} "
+                                         rf"weights and their dL/dA make a page of .* MB, more "
+                                         rf"than one opens at a usable speed \(100 MB\): show "
+                                         rf"fewer layers"):
+        viz.attention_view(tokens[:side], layers, grads=layers, max_tokens=side)
+
+
 # ---------------------------------------------------------------- pages
 def test_a_page_names_no_url_but_the_svg_namespace():
     x, w, loss = diamond()
@@ -459,12 +478,17 @@ def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(
         browser.start()
 
 
-def test_the_docs_quote_the_measured_opening_times():
+def test_the_docs_quote_the_measured_times_and_the_limits_are_the_ones_measured():
+    import views                                            # dev/views.py
+    from tinyattn_tools.views.attention import MAX_CELLS, MAX_PAGE_BYTES
     measured = json.loads((ROOT / "docs/views.json").read_text())
-    graph, attention = measured["graph"], measured["attention"]
-    table = (ROOT / "docs/views.md").read_text()
-    assert (f"over 64 tokens ({graph['nodes']} nodes), every op checked | "
-            f"{graph['bytes'] / 1e3:.0f} kB | {graph['ready_ms']:.0f} ms |") in table
-    assert (f"with dL/dA | {attention['bytes'] / 1e6:.1f} MB | "
-            f"{attention['ready_ms']:.0f} ms |") in table
-    assert f"the median of {measured['runs']} loads" in table
+    page = (ROOT / "docs/views.md").read_text()
+    assert f"{views.START}\n{views.tables(measured)}\n{views.END}" in page
+    limits = measured["limits"]
+    assert (limits["max_cells"], limits["max_page_bytes"]) == (MAX_CELLS, MAX_PAGE_BYTES)
+    # the sizes measured reach the limits and pass them: the last drawn, the first refused
+    cells = [head["tokens"] ** 2 for head in limits["heads"]]
+    assert MAX_CELLS in cells and max(cells) > MAX_CELLS
+    sizes = [entry["bytes"] for entry in limits["pages"]]
+    assert max(size for size in sizes if size <= MAX_PAGE_BYTES) > 0.9 * MAX_PAGE_BYTES
+    assert max(sizes) > MAX_PAGE_BYTES

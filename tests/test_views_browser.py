@@ -149,6 +149,12 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     assert chromium.find("#readout").text == (
         f"query 4 ' the' → key 1 ' cat': weight {expected[4, 1]:.4f}, "
         f"dL/dA {weights[1].grad[0, 2, 4, 1]:.3e}".replace("e-0", "e-").replace("e+0", "e+"))
+    masked = chromium.find_all("#grads .cell.masked")          # the causal mask's zeros
+    assert {(int(c.get_attribute("data-q")), int(c.get_attribute("data-k"))) for c in masked} \
+        == set(zip(*np.nonzero(expected == 0))) and len(masked) == 6 * 5 // 2
+    assert {cell.get_attribute("fill") for cell in masked} == {"#d9d9d9"}
+    chromium.hover(chromium.find('#grads .cell[data-q="1"][data-k="4"]'))
+    assert chromium.find("#readout").text.endswith("(masked: a weight held at 0 cannot move)")
     assert chromium.errors() == []
     chromium.screenshot(tmp_path / "attention.png")
 
