@@ -171,33 +171,43 @@ def tables(results):
     """The part of docs/views.md that quotes `results` (docs/views.json): markdown tables."""
     graph, attention, limits = results["graph"], results["attention"], results["limits"]
     side = int(limits["max_cells"] ** 0.5)
-    lines = [*textwrap.wrap(f"Measured by `dev/views.py` in headless "
-                            f"{results['chromium'].split(' built')[0]}, the median of "
-                            f"{results['runs']} loads (or clicks) of each saved file.", WIDTH), "",
-             "| page | size | opens in | a head switch |", "| --- | --- | --- | --- |",
-             f"| graph view: one TransformerBlock of width 768, 12 heads, over 64 tokens "
-             f"({graph['nodes']} nodes), every op checked | {graph['bytes'] / 1e3:.0f} kB | "
-             f"{graph['ready_ms']:.0f} ms | |",
-             f"| attention view: GPT-2 small's 12 layers x 12 heads over 64 tokens, with dL/dA | "
-             f"{attention['bytes'] / 1e6:.1f} MB | {attention['ready_ms']:.0f} ms | "
-             f"{attention['switch_ms']:.0f} ms |", "",
-             "A head's drawing grows with its weights (one layer of 2 causal heads, with dL/dA):",
-             "", "| tokens | weights a head | opens in | a head switch | |",
-             "| --- | --- | --- | --- | --- |"]
+    browser_name = results["chromium"].split(" built")[0]
+
+    def prose(text):
+        return textwrap.wrap(text, WIDTH)
+
+    def row(*cells):
+        return "| " + " | ".join(cells) + " |"
+
+    lines = prose(f"Measured by `dev/views.py` in headless {browser_name}, the median of "
+                  f"{results['runs']} loads (or clicks) of each saved file.")
+    lines += ["", row("page", "size", "opens in", "a head switch"), row(*["---"] * 4),
+              row(f"graph view: one TransformerBlock of width 768, 12 heads, over 64 tokens "
+                  f"({graph['nodes']} nodes), every op checked", f"{graph['bytes'] / 1e3:.0f} kB",
+                  f"{graph['ready_ms']:,.0f} ms", ""),
+              row("attention view: GPT-2 small's 12 layers x 12 heads over 64 tokens, with dL/dA",
+                  f"{attention['bytes'] / 1e6:.1f} MB", f"{attention['ready_ms']:,.0f} ms",
+                  f"{attention['switch_ms']:,.0f} ms"), ""]
+    lines += prose("A head's drawing grows with its weights (one layer of 2 causal heads, with "
+                   "dL/dA):")
+    lines += ["", row("tokens", "weights a head", "opens in", "a head switch", ""),
+              row(*["---"] * 5)]
     for head in limits["heads"]:
-        refused = "refused" if head["tokens"] ** 2 > limits["max_cells"] else ""
-        lines.append(f"| {head['tokens']} | {head['tokens'] ** 2:,} | {head['ready_ms']:,.0f} ms "
-                     f"| {head['switch_ms']:,.0f} ms | {refused} |")
-    lines += ["", f"A page's opening grows with its size ({side} tokens, 12 heads a layer, with "
-                  "dL/dA):", "", "| layers | size | opens in | |", "| --- | --- | --- | --- |"]
+        cells = head["tokens"] ** 2
+        lines.append(row(str(head["tokens"]), f"{cells:,}", f"{head['ready_ms']:,.0f} ms",
+                         f"{head['switch_ms']:,.0f} ms",
+                         "refused" if cells > limits["max_cells"] else ""))
+    lines += [""] + prose(f"A page's opening grows with its size ({side} tokens, 12 heads a "
+                          "layer, with dL/dA):")
+    lines += ["", row("layers", "size", "opens in", ""), row(*["---"] * 4)]
     for page in limits["pages"]:
-        refused = "refused" if page["bytes"] > limits["max_page_bytes"] else ""
-        lines.append(f"| {page['layers']} | {page['bytes'] / 1e6:.0f} MB | "
-                     f"{page['ready_ms']:,.0f} ms | {refused} |")
-    lines += ["", *textwrap.wrap(f"So `attention_view` refuses a head of more than "
-                                 f"{limits['max_cells']:,} weights ({side} x {side}) and a page of "
-                                 f"more than {limits['max_page_bytes'] / 1e6:.0f} MB, saying so "
-                                 "before it writes anything.", WIDTH)]
+        lines.append(row(str(page["layers"]), f"{page['bytes'] / 1e6:.0f} MB",
+                         f"{page['ready_ms']:,.0f} ms",
+                         "refused" if page["bytes"] > limits["max_page_bytes"] else ""))
+    lines += [""] + prose(f"So `attention_view` refuses a head of more than "
+                          f"{limits['max_cells']:,} weights ({side} x {side}) and a page of more "
+                          f"than {limits['max_page_bytes'] / 1e6:.0f} MB, saying so before it "
+                          "writes anything.")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ import tinyattn.nn as nn
 import tinyattn.viz as viz
 from tinyattn import engine
 from tinyattn.engine import Function, Leaf
-from tinyattn_tools.views import cli, layout, records
+from tinyattn_tools.views import cli, layout
 from tinyattn_tools.views.graph import FOLD_ABOVE
 from tinyattn_tools.views.page import summary
 
@@ -479,7 +479,8 @@ def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(
 
 
 def test_the_docs_quote_the_measured_times_and_the_limits_are_the_ones_measured():
-    import views                                            # dev/views.py
+    import views  # dev/views.py
+
     from tinyattn_tools.views.attention import MAX_CELLS, MAX_PAGE_BYTES
     measured = json.loads((ROOT / "docs/views.json").read_text())
     page = (ROOT / "docs/views.md").read_text()
