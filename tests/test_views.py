@@ -1,8 +1,10 @@
 """The views' pages, read as data (what a browser does with them: tests/test_views_browser.py):
 the sweep's order is the engine's own, every gradient shown is the `.grad` backward gives, the
-user's graph is left as it was, a wrong backward rule is found on its own node, large graphs
-fold, both layouts place boxes sanely, attention takes every form it promises and refuses the
-rest, and pages fetch nothing."""
+user's graph is left as it was, a view after backward shows that backward (all of it when it ran
+inside `recording`), the tools watch through engine.Watcher and change no object of the book, a
+wrong backward rule is found on its own node, large graphs fold, both layouts place boxes sanely,
+attention takes every form it promises and refuses the rest (a view too large to draw among it),
+and pages fetch nothing."""
 import base64
 import configparser
 import heapq

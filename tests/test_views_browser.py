@@ -1,10 +1,13 @@
 """The views in a real headless Chromium, used as a person would: the Step button clicked through
 a whole sweep, each gradient read off the page and compared with the `.grad` the user's own
-backward gives, in the order the engine really visits the nodes; modules opened by a click;
-layers and heads switched and the drawn weights compared with the arrays; a token hovered. Every
-page must make no network request but its own file and log no console error. One browser for
-the whole file (tests/browser.py starts it, or skips, or fails under TINYATTN_REQUIRE_BROWSER=1);
-each test leaves a screenshot in its tmp_path."""
+backward gives, in the order the engine really visits the nodes (the view made before backward,
+and after it); modules opened by a click; a long graph stepped, its node kept in sight; layers and
+heads switched and the drawn weights compared with the arrays, the masked ones grey; a token
+hovered. And the views as a notebook shows them, in a page standing for the notebook: trusted,
+untrusted (frames and scripts removed), in a narrow output, and after a click (the keyboard given
+back). Every page must make no network request but its own file and log no console error. One
+browser for the whole file (tests/browser.py starts it, or skips, or fails under
+TINYATTN_REQUIRE_BROWSER=1); each test leaves a screenshot in its tmp_path."""
 import re
 
 import numpy as np
@@ -257,20 +260,23 @@ def test_a_click_in_the_view_gives_the_keyboard_back_to_the_notebook(chromium, t
 
 
 def test_stepping_a_large_graph_keeps_the_node_stepped_in_sight(chromium, tmp_path):
-    """A long graph, not recorded (so not folded): each step scrolls the canvas to its node, and
-    the boxes stay at a readable size."""
-    x = ta.tensor(np.ones(3), requires_grad=True)
-    value = x
-    for _ in range(60):
-        value = (value * 1.01).tanh()
-    opened(chromium, viz.graph_view(value.sum()), tmp_path / "long_graph.html")
+    """A 4-layer model's graph, not recorded (so not folded), wider and taller than the page: the
+    boxes stay at a readable size, and each step scrolls the canvas to its node."""
+    ta.manual_seed(0)
+    model = ta.nn.CausalTransformer(11, 16, 2, 4)
+    ids = np.arange(6)[None]                                            # (1, T)
+    loss = F.cross_entropy(model(ids)[0], np.roll(ids[0], -1))
+    opened(chromium, viz.graph_view(loss), tmp_path / "long_graph.html")
     scale = chromium.run("const svg = document.querySelector('#canvas svg'); return "
                          "svg.width.baseVal.value / svg.viewBox.baseVal.width")
     assert scale >= 0.8
     in_sight = ("const box = document.querySelector('.box.current').getBoundingClientRect(), "
-                "canvas = document.querySelector('#canvas').getBoundingClientRect(); return "
-                "box.top >= canvas.top && box.bottom <= canvas.bottom")
-    for key in ["ARROW_RIGHT", "ARROW_RIGHT", "END", "ARROW_LEFT"]:
+                "canvas = document.querySelector('#canvas'), frame = canvas"
+                ".getBoundingClientRect(), top = frame.top + canvas.clientTop, left = frame.left"
+                " + canvas.clientLeft; return box.top >= top && box.left >= left && "
+                "box.bottom <= top + canvas.clientHeight && box.right <= left + canvas.clientWidth")
+    assert len(chromium.find_all(".box")) > 150
+    for key in ["ARROW_RIGHT"] * 10 + ["END", "ARROW_LEFT"]:
         chromium.press(key)
         assert chromium.run(in_sight), key
     chromium.screenshot(tmp_path / "long_graph.png")

@@ -110,12 +110,14 @@ function drawView(index) {
 // Scroll the canvas, and only the canvas (never the notebook around the page), so that `box`
 // is in sight.
 function reveal(box) {
-  const shown = box.getBoundingClientRect(), frame = canvas.getBoundingClientRect();
+  const shown = box.getBoundingClientRect(), outer = canvas.getBoundingClientRect();
+  const top = outer.top + canvas.clientTop, left = outer.left + canvas.clientLeft;
+  const bottom = top + canvas.clientHeight, right = left + canvas.clientWidth;   // no scrollbars
   const margin = 12;
-  if (shown.top < frame.top) canvas.scrollTop -= frame.top - shown.top + margin;
-  else if (shown.bottom > frame.bottom) canvas.scrollTop += shown.bottom - frame.bottom + margin;
-  if (shown.left < frame.left) canvas.scrollLeft -= frame.left - shown.left + margin;
-  else if (shown.right > frame.right) canvas.scrollLeft += shown.right - frame.right + margin;
+  if (shown.top < top) canvas.scrollTop -= top - shown.top + margin;
+  else if (shown.bottom > bottom) canvas.scrollTop += shown.bottom - bottom + margin;
+  if (shown.left < left) canvas.scrollLeft -= left - shown.left + margin;
+  else if (shown.right > right) canvas.scrollLeft += shown.right - right + margin;
 }
 
 function drawCrumbs(view) {
