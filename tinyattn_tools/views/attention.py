@@ -34,8 +34,8 @@ from tinyattn.engine import Tensor
 from tinyattn_tools.views.page import View, float32_base64, page
 
 MAX_TOKENS = 64
-MAX_CELLS = 128 * 128           # weights in one head: drawing more takes a second or longer
-MAX_PAGE_BYTES = 100 * 10 ** 6  # a page's size: a larger one takes several seconds to open
+MAX_CELLS = 128 * 128           # weights a head: its drawing's time grows with them
+MAX_PAGE_BYTES = 100 * 10 ** 6  # a page's size: its opening's time grows with it
 LINK_THRESHOLD = 0.01           # lines are drawn for weights at least this large
 
 
