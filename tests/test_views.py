@@ -444,6 +444,11 @@ def test_save_and_the_notebook_iframe(tmp_path):
     srcdoc = re.search(r'srcdoc="([^"]*)"', frame).group(1)
     assert html.unescape(srcdoc) == view.html and 'sandbox="allow-scripts"' in frame
     assert "require" not in view.html
+    # each output's frame has its own id, which the script beside it listens to
+    frame_id = re.compile(r'<iframe id="([^"]+)"')
+    own, other = frame_id.search(frame).group(1), frame_id.search(view._repr_html_()).group(1)
+    assert own != other
+    assert f'getElementById("{own}")' in frame and f'getElementById("{other}")' not in frame
 
 
 def test_the_packaging_ships_every_asset_of_the_views():
