@@ -345,10 +345,11 @@ def plot(histories, path):
     axes.plot(start["new"][0], start["old"][0], "s", color="gray", markersize=9)
     axes.annotate("the base", (start["new"][0], start["old"][0]), xytext=(8, -4),
                   textcoords="offset points", color="gray")
-    axes.set(xlabel="loss on held-out code (the new text), nats per character",
+    axes.set(xlabel="loss on held-out code (the new text), nats per character: falls to the "
+                    "right",
              ylabel="loss on held-out documentation (the old text)",
-             title="Fine-tuning on code: learned (left) against forgotten (up)")
-    axes.invert_xaxis()
+             title="Fine-tuning on code: learned (right) against forgotten (up)")
+    axes.invert_xaxis()                         # a lower loss on the code is further right
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
     return demo_tools.save_figure(figure, path, dpi=110)

@@ -101,3 +101,22 @@ def test_the_readme_entry_takes_the_demos_numbers(run):
     for name in NAMES:
         assert f"{numbers[f'new_{name}']:.2f}" in entry
     assert f"{numbers['trainable_r4']:,}" in entry and "pictures/lora.png" in entry
+
+
+def test_the_pictures_title_says_the_way_its_axes_go(monkeypatch):
+    """The code's loss falls to the right (its axis is inverted): the title says so."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    drawn = []
+
+    def save_figure(figure, path, **options):
+        drawn.append(figure.axes[0])
+        plt.close(figure)
+
+    monkeypatch.setattr(demo.demo_tools, "save_figure", save_figure)
+    history = {"new": [2.4, 2.0], "old": [1.7, 1.8], "trainable": 10, "steps": [0, 5]}
+    demo.plot({name: history for name in NAMES}, None)
+    axes = drawn[0]
+    assert axes.xaxis_inverted() and axes.get_xlim()[0] > axes.get_xlim()[1]
+    assert "learned (right)" in axes.get_title() and "falls to the right" in axes.get_xlabel()
+

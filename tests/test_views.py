@@ -1,8 +1,10 @@
 """The views' pages, read as data (what a browser does with them: tests/test_views_browser.py):
 the sweep's order is the engine's own, every gradient shown is the `.grad` backward gives, the
-user's graph is left as it was, a wrong backward rule is found on its own node, large graphs
-fold, both layouts place boxes sanely, attention takes every form it promises and refuses the
-rest, and pages fetch nothing."""
+user's graph is left as it was, a view after backward shows that backward (all of it when it ran
+inside `recording`), the tools watch through engine.Watcher and change no object of the book, a
+wrong backward rule is found on its own node, large graphs fold, both layouts place boxes sanely,
+attention takes every form it promises and refuses the rest (a view too large to draw among it),
+and pages fetch nothing."""
 import base64
 import configparser
 import heapq
@@ -21,7 +23,7 @@ import tinyattn.nn as nn
 import tinyattn.viz as viz
 from tinyattn import engine
 from tinyattn.engine import Function, Leaf
-from tinyattn_tools.views import cli, layout, records
+from tinyattn_tools.views import cli, layout
 from tinyattn_tools.views.graph import FOLD_ABOVE
 from tinyattn_tools.views.page import summary
 
@@ -40,7 +42,7 @@ def floats(text, shape):
     return np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(shape)
 
 
-def engine_order(output, monkeypatch):
+def engine_order(output, monkeypatch, retain_graph=True):
     """The nodes in the order the engine's backward pops them off its heap: the engine itself,
     instrumented, not an assumption about it."""
     popped = []
@@ -55,7 +57,7 @@ def engine_order(output, monkeypatch):
 
     Heap.heappop = staticmethod(heappop)
     monkeypatch.setattr(engine, "heapq", Heap)
-    output.backward(retain_graph=True)
+    output.backward(retain_graph=retain_graph)
     monkeypatch.undo()
     return popped
 
@@ -111,6 +113,40 @@ def test_the_users_graph_still_works_after_a_view():
     np.testing.assert_array_equal(x.grad, expected)
     loss.backward()
     np.testing.assert_array_equal(x.grad, 2 * expected)       # leaf gradients add up, as ever
+
+
+def test_after_a_backward_inside_recording_each_gradient_it_handed_a_node_is_shown(monkeypatch):
+    x, w, loss = diamond()
+    with viz.recording():
+        popped = engine_order(loss, monkeypatch, retain_graph=False)   # releases the saved arrays
+    grads = x.grad.copy(), w.grad.copy()
+    data = data_of(viz.graph_view(loss))
+    nodes = viz.nodes(loss)
+    assert [nodes[i] for i in data["sweep"]] == popped
+    for i, node in enumerate(nodes):
+        assert data["nodes"][i]["grad"] == summary(grad_of(node)), node.name
+    assert data["nodes"][0]["arrived"][0]["summed"] == [0, 2]          # x, as before backward
+    assert any("ran inside `viz.recording(...)`" in note for note in data["notes"])
+    np.testing.assert_array_equal(x.grad, grads[0])                    # no .grad changed
+    np.testing.assert_array_equal(w.grad, grads[1])
+
+
+def test_after_a_backward_outside_recording_the_order_and_the_leaves_gradients_are_shown(
+        monkeypatch):
+    x = ta.tensor(np.linspace(-1, 1, 3).reshape(3, 1), requires_grad=True)
+    w = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
+    x.name, w.name = "x", "w"
+    a = x * w
+    loss = (F.softmax(a, axis=-1) * a.tanh() + a).sum()
+    popped = engine_order(loss, monkeypatch, retain_graph=False)
+    data = data_of(viz.graph_view(loss))
+    nodes = viz.nodes(loss)
+    assert [nodes[i] for i in data["sweep"]] == popped                 # read from the graph
+    shown = {entry["label"]: entry for entry in data["nodes"]}
+    assert shown["x"]["grad"] == summary(x.grad) and shown["w"]["grad"] == summary(w.grad)
+    assert all(entry["grad"] is None for entry in data["nodes"] if entry["kind"] != "leaf")
+    assert shown["x"]["arrived"] == [{"from": 2, "shape": None, "summed": []}]   # from x * w
+    assert any("An op's own gradient was not kept" in note for note in data["notes"])
 
 
 def test_values_are_shown_when_recorded_and_a_note_says_when_not():
@@ -211,14 +247,21 @@ def test_small_graphs_are_not_folded_unless_asked():
     assert len(data_of(viz.graph_view(loss, fold=True))["views"]) == 3
 
 
-def test_recording_puts_everything_back():
+def test_recording_watches_and_changes_nothing():
     block = nn.TransformerBlock(8, 2)
-    forwards = {op: vars(op).get("forward") for op in records.op_classes()}
+    attributes = {name: dict(vars(module)) for name, module in block.named_modules()}
     with viz.recording(block):
+        assert len(engine.switches.watchers) == 1
         block(ta.tensor(np.ones((1, 2, 8))))
-    assert {op: vars(op).get("forward") for op in records.op_classes()} == forwards
-    assert not any(name.startswith("forward") for module in block.modules()
-                   for name in vars(module))
+    assert engine.switches.watchers == ()
+    assert {name: dict(vars(module)) for name, module in block.named_modules()} == attributes
+
+
+def test_no_tool_assigns_to_the_books_objects():
+    """Issue 31's grep: the views and the drawing observe through engine.Watcher only."""
+    surgery = re.compile(r"\.forward =|\.backward =|setattr\(|__closure__|cell_contents")
+    for path in [*VIEWS.glob("*.py"), ROOT / "tinyattn_tools" / "drawing.py"]:
+        assert not surgery.search(path.read_text()), path
 
 
 @pytest.mark.parametrize("engine_name", ["dot", "python"])
@@ -269,8 +312,9 @@ def test_graph_view_refuses_what_it_cannot_show():
         viz.graph_view((plain * 2).sum(), check=True)
     released = (plain * plain).sum()
     released.backward()
-    with pytest.raises(ValueError, match=r"released by a backward: call graph_view before"):
-        viz.graph_view(released)
+    with pytest.raises(ValueError, match=r"backward has run on this graph already, with its own "
+                                         r"seed, .* give grad= before output.backward\(\)"):
+        viz.graph_view(released, grad=np.ones(()))
 
 
 # ---------------------------------------------------------------- attention
@@ -358,6 +402,25 @@ def test_attention_view_refuses_a_batch_row_it_does_not_have_and_a_bad_cap():
         viz.attention_view(list("ab"), heads((1, 2, 2)), max_tokens=0)
 
 
+def test_an_attention_view_too_large_to_draw_is_refused_before_it_is_written():
+    from tinyattn_tools.views.attention import MAX_CELLS, MAX_PAGE_BYTES
+    side = int(MAX_CELLS ** 0.5)
+    tokens = [f"t{i}" for i in range(side + 1)]
+    weights = np.broadcast_to(1.0 / len(tokens), (12, len(tokens), len(tokens)))   # no memory
+    viz.attention_view(tokens, weights, max_tokens=side)              # the largest: drawn
+    with pytest.raises(ValueError, match=rf"a head of {side + 1} x {side + 1} weights is more "
+                                         rf"than .* max_tokens={side} or less"):
+        viz.attention_view(tokens, weights, max_tokens=side + 1)
+    layer = weights[:, :side, :side]
+    per_layer = 2 * 4 * -(-4 * layer.size // 3)                       # its page bytes, with dL/dA
+    layers = [layer] * (MAX_PAGE_BYTES // per_layer + 1)
+    with pytest.raises(ValueError, match=rf"{len(layers)} layers x 12 heads of {side} x {side} "
+                                         rf"weights and their dL/dA make a page of .* MB, more "
+                                         rf"than one opens at a usable speed \(100 MB\): show "
+                                         rf"fewer layers"):
+        viz.attention_view(tokens[:side], layers, grads=layers, max_tokens=side)
+
+
 # ---------------------------------------------------------------- pages
 def test_a_page_names_no_url_but_the_svg_namespace():
     x, w, loss = diamond()
@@ -381,6 +444,11 @@ def test_save_and_the_notebook_iframe(tmp_path):
     srcdoc = re.search(r'srcdoc="([^"]*)"', frame).group(1)
     assert html.unescape(srcdoc) == view.html and 'sandbox="allow-scripts"' in frame
     assert "require" not in view.html
+    # each output's frame has its own id, which the script beside it listens to
+    frame_id = re.compile(r'<iframe id="([^"]+)"')
+    own, other = frame_id.search(frame).group(1), frame_id.search(view._repr_html_()).group(1)
+    assert own != other
+    assert f'getElementById("{own}")' in frame and f'getElementById("{other}")' not in frame
 
 
 def test_the_packaging_ships_every_asset_of_the_views():
@@ -417,12 +485,18 @@ def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(
         browser.start()
 
 
-def test_the_docs_quote_the_measured_opening_times():
+def test_the_docs_quote_the_measured_times_and_the_limits_are_the_ones_measured():
+    import views  # dev/views.py
+
+    from tinyattn_tools.views.attention import MAX_CELLS, MAX_PAGE_BYTES
     measured = json.loads((ROOT / "docs/views.json").read_text())
-    graph, attention = measured["graph"], measured["attention"]
-    table = (ROOT / "docs/views.md").read_text()
-    assert (f"over 64 tokens ({graph['nodes']} nodes), every op checked | "
-            f"{graph['bytes'] / 1e3:.0f} kB | {graph['ready_ms']:.0f} ms |") in table
-    assert (f"with dL/dA | {attention['bytes'] / 1e6:.1f} MB | "
-            f"{attention['ready_ms']:.0f} ms |") in table
-    assert f"the median of {measured['runs']} loads" in table
+    page = (ROOT / "docs/views.md").read_text()
+    assert f"{views.START}\n{views.tables(measured)}\n{views.END}" in page
+    limits = measured["limits"]
+    assert (limits["max_cells"], limits["max_page_bytes"]) == (MAX_CELLS, MAX_PAGE_BYTES)
+    # the sizes measured reach the limits and pass them: the last drawn, the first refused
+    cells = [head["tokens"] ** 2 for head in limits["heads"]]
+    assert MAX_CELLS in cells and max(cells) > MAX_CELLS
+    sizes = [entry["bytes"] for entry in limits["pages"]]
+    assert max(size for size in sizes if size <= MAX_PAGE_BYTES) > 0.9 * MAX_PAGE_BYTES
+    assert max(sizes) > MAX_PAGE_BYTES

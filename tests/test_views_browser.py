@@ -1,10 +1,15 @@
 """The views in a real headless Chromium, used as a person would: the Step button clicked through
 a whole sweep, each gradient read off the page and compared with the `.grad` the user's own
-backward gives, in the order the engine really visits the nodes; modules opened by a click;
-layers and heads switched and the drawn weights compared with the arrays; a token hovered. Every
-page must make no network request but its own file and log no console error. One browser for
-the whole file (tests/browser.py starts it, or skips, or fails under TINYATTN_REQUIRE_BROWSER=1);
-each test leaves a screenshot in its tmp_path."""
+backward gives, in the order the engine really visits the nodes (the view made before backward,
+and after it); modules opened by a click; a long graph stepped, its node kept in sight; layers and
+heads switched and the drawn weights compared with the arrays, the masked ones grey; a token
+hovered. And the views as a notebook shows them, in a page standing for the notebook: trusted,
+untrusted (frames and scripts removed), in a narrow output, and after a click (the keyboard given
+back). Every page must make no network request but its own file and log no console error. One
+browser for the whole file (tests/browser.py starts it, or skips, or fails under
+TINYATTN_REQUIRE_BROWSER=1); each test leaves a screenshot in its tmp_path."""
+import re
+
 import numpy as np
 import pytest
 
@@ -52,12 +57,19 @@ def small_attention_graph():
     return loss, (x, w, bias)            # the leaves too: a leaf's node holds it only weakly
 
 
-@pytest.mark.parametrize("layout_engine", ["dot", "python"])
+@pytest.mark.parametrize("layout_engine, order", [("dot", "view, then backward"),
+                                                  ("python", "view, then backward"),
+                                                  ("dot", "backward, then view")])
 def test_stepping_shows_each_gradient_backward_gives_in_the_engines_order(
-        chromium, tmp_path, monkeypatch, layout_engine):
+        chromium, tmp_path, monkeypatch, layout_engine, order):
     loss, leaves = small_attention_graph()
-    view = viz.graph_view(loss, check=True, layout_engine=layout_engine)
-    popped = engine_order(loss, monkeypatch)     # the user's own backward: fills every .grad
+    if order == "view, then backward":
+        view = viz.graph_view(loss, check=True, layout_engine=layout_engine)
+        popped = engine_order(loss, monkeypatch)     # the user's own backward: fills every .grad
+    else:                   # a learner's order: backward (inside recording), then the view
+        with viz.recording():
+            popped = engine_order(loss, monkeypatch, retain_graph=False)
+        view = viz.graph_view(loss, check=True, layout_engine=layout_engine)
     nodes = viz.nodes(loss)
     opened(chromium, view, tmp_path / "graph.html")
     for step, node in enumerate(popped, start=1):
@@ -140,6 +152,12 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     assert chromium.find("#readout").text == (
         f"query 4 ' the' → key 1 ' cat': weight {expected[4, 1]:.4f}, "
         f"dL/dA {weights[1].grad[0, 2, 4, 1]:.3e}".replace("e-0", "e-").replace("e+0", "e+"))
+    masked = chromium.find_all("#grads .cell.masked")          # the causal mask's zeros
+    assert {(int(c.get_attribute("data-q")), int(c.get_attribute("data-k"))) for c in masked} \
+        == set(zip(*np.nonzero(expected == 0))) and len(masked) == 6 * 5 // 2
+    assert {cell.get_attribute("fill") for cell in masked} == {"#d9d9d9"}
+    chromium.hover(chromium.find('#grads .cell[data-q="1"][data-k="4"]'))
+    assert chromium.find("#readout").text.endswith("(masked: a weight held at 0 cannot move)")
     assert chromium.errors() == []
     chromium.screenshot(tmp_path / "attention.png")
 
@@ -154,17 +172,111 @@ def test_a_long_input_is_capped_with_a_note(chromium, tmp_path):
     chromium.screenshot(tmp_path / "long.png")
 
 
-def test_the_notebook_iframe_runs_the_page_on_its_own(chromium, tmp_path):
-    """What a notebook shows: `_repr_html_` inside a host page; the view runs in its iframe."""
+def notebook(view, path, width=None, sanitized=False, styles=True):
+    """A page standing for a notebook with `view` as a cell's output, in an output area `width`
+    pixels wide. `sanitized`: as an untrusted notebook's front-end shows it, its frames and
+    scripts removed (and, with styles=False, its style attributes, as the strictest sanitizers
+    do). The page notes every keydown that reaches it, in `window.keys`."""
+    output = view._repr_html_()
+    if sanitized:
+        # the srcdoc attribute is escaped HTML: it holds no ">" that could end the tag early
+        output = re.sub(r"<iframe[^>]*></iframe>|<script>.*?</script>", "", output, flags=re.S)
+    if not styles:
+        output = re.sub(r' style="[^"]*"', "", output)
+    area = f' style="width: {width}px"' if width else ""
+    path.write_text("<!DOCTYPE html><html><body><p>a notebook cell's output:</p>"
+                    f'<div id="output"{area}>{output}</div><p id="below">the next cell</p>'
+                    "<script>window.keys = []; document.addEventListener('keydown', (event) => {"
+                    "window.keys.push((event.ctrlKey ? 'Ctrl+' : '') + event.key); "
+                    "event.preventDefault(); });</script></body></html>", encoding="utf-8")
+    return path
+
+
+def test_the_notebook_iframe_runs_the_page_on_its_own_and_covers_the_hint(chromium, tmp_path):
+    """What a notebook shows: `_repr_html_` inside a host page; the view runs in its iframe,
+    which hides the line meant for an untrusted notebook."""
     loss, leaves = small_attention_graph()
-    view = viz.graph_view(loss)
-    host = tmp_path / "notebook.html"
-    host.write_text(f"<!DOCTYPE html><html><body><p>a notebook cell's output:</p>"
-                    f"{view._repr_html_()}</body></html>", encoding="utf-8")
-    chromium.open(host, frame="iframe")
+    chromium.open(notebook(viz.graph_view(loss), tmp_path / "notebook.html"), frame="iframe")
     chromium.find("#step").click()
     assert chromium.find("#counter").text.startswith("step 1 of")
     assert chromium.requests() == [chromium.url]
     assert chromium.errors() == []
     chromium.driver.switch_to.default_content()
+    covering = chromium.run("const hint = document.querySelector('.tinyattn-view p')"
+                            ".getBoundingClientRect(); return document.elementFromPoint("
+                            "hint.left + hint.width / 2, hint.top + hint.height / 2).tagName")
+    assert covering == "IFRAME"
     chromium.screenshot(tmp_path / "notebook.png")
+
+
+@pytest.mark.parametrize("styles", [True, False])
+def test_an_untrusted_notebook_shows_one_line_saying_how_to_see_the_view(chromium, tmp_path,
+                                                                          styles):
+    loss, leaves = small_attention_graph()
+    for name, view in (("graph", viz.graph_view(loss)),
+                       ("attention", viz.attention_view(list("ab"), np.eye(2)[None]))):
+        page = notebook(view, tmp_path / f"untrusted_{name}.html", sanitized=True, styles=styles)
+        chromium.driver.get(page.resolve().as_uri())
+        assert chromium.find_all("iframe") == []
+        hint = chromium.find(".tinyattn-view p")
+        assert hint.is_displayed() and hint.text == (
+            f"The tinyattn view \u201c{view.title}\u201d is not shown: this notebook is not "
+            "trusted, so its front-end removed the view. Run the cell again, or trust the "
+            "notebook (JupyterLab: File \u203a Trust Notebook), to see it.")
+        below = chromium.find("#below").rect
+        assert below["y"] >= hint.rect["y"] + hint.rect["height"]     # nothing drawn over it
+    chromium.screenshot(tmp_path / "untrusted.png")
+
+
+def test_in_a_narrow_output_each_view_fits_and_its_frame_fits_the_view(chromium, tmp_path):
+    loss, leaves = small_attention_graph()
+    views = {"graph": viz.graph_view(loss), "block": cli.block_graph_view(),
+             "attention": cli.gpt2_attention_view(GPT2_TINY, "The cat sat on the mat")}
+    for name, view in views.items():
+        chromium.open(notebook(view, tmp_path / f"narrow_{name}.html", width=400),
+                      frame="iframe")
+        content = chromium.run("return [document.documentElement.scrollWidth, "
+                               "document.documentElement.clientWidth, Math.ceil(document"
+                               ".documentElement.getBoundingClientRect().height)]")
+        assert content[0] <= content[1] <= 400, name             # nothing sticks out sideways
+        chromium.driver.switch_to.default_content()
+        chromium.wait_until(f"return document.querySelector('iframe').clientHeight === "
+                            f"{content[2]}")                     # the frame is the page's height
+        chromium.screenshot(tmp_path / f"narrow_{name}.png")
+
+
+def test_a_click_in_the_view_gives_the_keyboard_back_to_the_notebook(chromium, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    loss, leaves = small_attention_graph()
+    chromium.open(notebook(viz.graph_view(loss), tmp_path / "keys.html"), frame="iframe")
+    chromium.find("#step").click()
+    assert chromium.find("#counter").text.startswith("step 1 of")      # the click did its work
+    chromium.driver.switch_to.default_content()
+    chromium.wait_until("return document.activeElement.tagName !== 'IFRAME'")
+    ActionChains(chromium.driver).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL) \
+        .perform()
+    assert chromium.run("return window.keys")[-1] == "Ctrl+s"        # Ctrl+S reached it
+
+
+def test_stepping_a_large_graph_keeps_the_node_stepped_in_sight(chromium, tmp_path):
+    """A 4-layer model's graph, not recorded (so not folded), wider and taller than the page: the
+    boxes stay at a readable size, and each step scrolls the canvas to its node."""
+    ta.manual_seed(0)
+    model = ta.nn.CausalTransformer(11, 16, 2, 4)
+    ids = np.arange(6)[None]                                            # (1, T)
+    loss = F.cross_entropy(model(ids)[0], np.roll(ids[0], -1))
+    opened(chromium, viz.graph_view(loss), tmp_path / "long_graph.html")
+    scale = chromium.run("const svg = document.querySelector('#canvas svg'); return "
+                         "svg.width.baseVal.value / svg.viewBox.baseVal.width")
+    assert scale >= 0.8
+    in_sight = ("const box = document.querySelector('.box.current').getBoundingClientRect(), "
+                "canvas = document.querySelector('#canvas'), frame = canvas"
+                ".getBoundingClientRect(), top = frame.top + canvas.clientTop, left = frame.left"
+                " + canvas.clientLeft; return box.top >= top && box.left >= left && "
+                "box.bottom <= top + canvas.clientHeight && box.right <= left + canvas.clientWidth")
+    assert len(chromium.find_all(".box")) > 150
+    for key in ["ARROW_RIGHT"] * 10 + ["END", "ARROW_LEFT"]:
+        chromium.press(key)
+        assert chromium.run(in_sight), key
+    chromium.screenshot(tmp_path / "long_graph.png")

@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from tinyattn.engine import Leaf, Tensor
+from tinyattn.engine import Leaf, Tensor, Watcher, watching
 from tinyattn.nn.module import Parameter
 
 try:
@@ -203,31 +203,34 @@ def render(graph, path):
     return path
 
 
+class CallRecorder(Watcher):
+    """The Watcher of `record_calls`: each call of `module`, as (outputs, inputs), in `calls`."""
+
+    def __init__(self, module):
+        self.module, self.calls = module, []
+        self.running = []            # the inputs of the calls of `module` running now
+
+    def called(self, module, args, kwargs):
+        if module is self.module:
+            self.running.append(_tensors_among([*args, *kwargs.values()]))
+
+    def returned(self, module, output):
+        if module is self.module:
+            self.calls.append((_tensors_among(output), self.running.pop()))
+
+
 @contextlib.contextmanager
 def record_calls(module):
     """Inside the block, record every call of `module` as (outputs, inputs): its tensors, ready to
-    be a cluster of `draw_graph`.
+    be a cluster of `draw_graph`. It watches the layer calls as the engine's `Watcher`
+    (tinyattn/engine.py, part 6), which `Module.__call__` tells of each one.
 
         with record_calls(block.attn) as calls:
             y = block(x)
         draw_graph(y, clusters={"attention": calls[0]})
     """
-    calls = []
-    forward, own_forward = module.forward, "forward" in vars(module)
-
-    def recording_forward(*args, **kwargs):
-        outputs = forward(*args, **kwargs)
-        calls.append((_tensors_among(outputs), _tensors_among([*args, *kwargs.values()])))
-        return outputs
-
-    module.forward = recording_forward       # an instance attribute: Module.__call__ finds it
-    try:
-        yield calls
-    finally:
-        if own_forward:
-            module.forward = forward
-        else:
-            del module.forward
+    with watching(CallRecorder(module)) as recorder:
+        yield recorder.calls
 
 
 def _tensors_among(values):

@@ -16,9 +16,17 @@ the weights' gradients before backward:
     loss.backward()
     viz.attention_view(tokens, weights, grads=[w.grad for w in weights])
 
-A long input is cut to its first `max_tokens` queries and keys (64 by default: a page of 12 x 12
-heads of 64 x 64 opens in well under a second; see docs/views.md), and the page says what was
-left out, rather than freezing the browser on a million lines.
+A long input is cut to its first `max_tokens` queries and keys (MAX_TOKENS by default), and the
+page says what was left out. Where the masked weights are exactly 0 (a causal mask's), dL/dA is
+greyed: a weight held at 0 cannot move, whatever its gradient.
+
+How large a view can be: the page draws one head at a time as SVG, one element per weight, and
+holds every head's weights as text. Drawing a head takes time in proportion to its L x S weights,
+and a page of every layer's heads takes time to open in proportion to its size; a page longer
+than the browser's longest string does not open at all. So a view that would draw a head of more
+than MAX_CELLS weights, or make a page of more than MAX_PAGE_BYTES, is refused here, saying what
+to show instead, before anything is written. The limits are two sizes that dev/views.py measures
+(docs/views.md has the times: a head switch, a page's opening).
 """
 import numpy as np
 
@@ -26,6 +34,8 @@ from tinyattn.engine import Tensor
 from tinyattn_tools.views.page import View, float32_base64, page
 
 MAX_TOKENS = 64
+MAX_CELLS = 128 * 128           # weights a head: its drawing's time grows with them
+MAX_PAGE_BYTES = 100 * 10 ** 6  # a page's size: its opening's time grows with it
 LINK_THRESHOLD = 0.01           # lines are drawn for weights at least this large
 
 
@@ -50,6 +60,7 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
         raise ValueError(f"attention_view: max_tokens must be a positive int, got {max_tokens!r}")
 
     shown_length, shown_keys = min(length, max_tokens), min(keys, max_tokens)
+    _check_size(len(layers), heads, shown_length, shown_keys, gradients is not None)
     shown = np.stack([w[:, :shown_length, :shown_keys] for w in layers])     # (layers, H, L, S)
     note = ""
     if (shown_length, shown_keys) != (length, keys):
@@ -59,12 +70,39 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
                 f"{keys} keys (max_tokens={max_tokens}). The weights a shown query puts on the "
                 f"keys left out add up to at most {left_out:.3g}.")
     title = title or f"attention over {length} tokens: {len(layers)} x {heads} (layers x heads)"
-    data = {"title": title, "queries": queries[:shown_length], "keys": key_tokens[:shown_keys],
-            "layers": len(layers), "heads": heads, "length": shown_length, "keyCount": shown_keys,
-            "weights": float32_base64(shown), "threshold": LINK_THRESHOLD, "note": note,
-            "grads": None if gradients is None else float32_base64(
-                np.stack([g[:, :shown_length, :shown_keys] for g in gradients]))}
+    shown_grads = None if gradients is None else np.stack(
+        [g[:, :shown_length, :shown_keys] for g in gradients])
+    return attention_page(title, queries[:shown_length], key_tokens[:shown_keys], shown,
+                          shown_grads, note)
+
+
+def attention_page(title, queries, keys, weights, grads=None, note=""):
+    """The view of `weights` (layers, H, L, S) and `grads` (the same, or None), unchecked: what
+    attention_view makes once it has checked them (dev/views.py calls it to time pages past the
+    limits)."""
+    layers, heads, length, key_count = weights.shape
+    data = {"title": title, "queries": queries, "keys": keys, "layers": layers, "heads": heads,
+            "length": length, "keyCount": key_count, "weights": float32_base64(weights),
+            "threshold": LINK_THRESHOLD, "note": note,
+            "grads": None if grads is None else float32_base64(grads)}
     return View(title, page(title, "attention_view.js", data))
+
+
+def _check_size(layers, heads, length, keys, with_grads):
+    """Refuse a view larger than a browser draws at a usable speed (MAX_CELLS, MAX_PAGE_BYTES)."""
+    if length * keys > MAX_CELLS:
+        side = int(MAX_CELLS ** 0.5)
+        raise ValueError(f"attention_view: a head of {length} x {keys} weights is more than this "
+                         f"page draws at a usable speed (at most {MAX_CELLS:,} weights a head, "
+                         f"{side} x {side}): show fewer tokens, max_tokens={side} or less")
+    arrays = 2 if with_grads else 1
+    page_bytes = arrays * 4 * -(-4 * layers * heads * length * keys // 3)   # base64 of float32
+    if page_bytes > MAX_PAGE_BYTES:
+        what = "weights and their dL/dA" if with_grads else "weights"
+        raise ValueError(f"attention_view: {layers} layers x {heads} heads of {length} x {keys} "
+                         f"{what} make a page of {page_bytes / 1e6:,.0f} MB, more than one "
+                         f"opens at a usable speed ({MAX_PAGE_BYTES / 1e6:,.0f} MB): show "
+                         "fewer layers (a slice of the list) or fewer tokens (max_tokens)")
 
 
 def _layers(name, value, batch):
@@ -86,7 +124,7 @@ def _layers(name, value, batch):
         elif array.ndim != 3:
             raise ValueError(f"attention_view: {where} must be (H, L, S), (B, H, L, S) or a list "
                              f"of those per layer, got shape {array.shape}")
-        layers.append(array.astype(np.float64))
+        layers.append(np.asarray(array, dtype=np.float64))     # read, never written
     if any(layer.shape != layers[0].shape for layer in layers):
         raise ValueError(f"attention_view: every layer's {name} must have one shape (H, L, S), "
                          f"got {[layer.shape for layer in layers]}")

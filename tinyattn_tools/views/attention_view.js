@@ -22,6 +22,11 @@ function floats(base64) {
 const offset = () => ((state.layer * data.heads) + state.head) * L * S;
 const weightAt = (q, k) => weights[offset() + q * S + k];
 const gradAt = (q, k) => grads[offset() + q * S + k];
+// A weight of exactly 0 (the causal mask's, or one the softmax underflowed) cannot move: its
+// gradient through the softmax, A * (dL/dA - sum), is 0 whatever dL/dA is. Such cells of dL/dA
+// are greyed and left out of its colour scale.
+const masked = (q, k) => weightAt(q, k) === 0;
+const MASKED = "#d9d9d9";
 
 // Colours: weights from white (0) to dark blue (1); gradients from blue (negative) through
 // white to red (positive), scaled by the largest |dL/dA| of the head.
@@ -62,7 +67,8 @@ const ROW = 16, WIDTH = 380, COLUMN = 110;     // COLUMN: room for a token's tex
 
 function linesPane() {
   const height = Math.max(L, S) * ROW + 10;
-  const svg = el("svg:svg", { width: WIDTH, height, id: "lines" });
+  const svg = el("svg:svg", { width: WIDTH, height, viewBox: `0 0 ${WIDTH} ${height}`,
+                              id: "lines" });
   const links = el("svg:g", { class: "links" });
   svg.append(links);
   for (let q = 0; q < L; q++) {
@@ -117,15 +123,19 @@ function unfocus(svg) {
 }
 
 // ------------------------------------------------------------------ heatmaps
-function heatmap(id, title, value, colour) {
+// A heatmap of value(q, k), coloured by colour(value); the cells where greyed(q, k) is true grey.
+function heatmap(id, title, value, colour, greyed = () => false) {
   const cell = Math.max(3, Math.min(24, Math.floor(480 / Math.max(L, S))));
   const margin = cell >= 9 ? 70 : 4;          // token labels only where they can be read
-  const svg = el("svg:svg", { id, width: margin + S * cell + 4, height: margin + L * cell + 4 });
+  const width = margin + S * cell + 4, height = margin + L * cell + 4;
+  const svg = el("svg:svg", { id, width, height, viewBox: `0 0 ${width} ${height}` });
   for (let q = 0; q < L; q++) {
     for (let k = 0; k < S; k++) {
       const v = value(q, k);
-      svg.append(el("svg:rect", { class: "cell", x: margin + k * cell, y: margin + q * cell,
-                                  width: cell, height: cell, fill: colour(v),
+      const grey = greyed(q, k);
+      svg.append(el("svg:rect", { class: grey ? "cell masked" : "cell",
+                                  x: margin + k * cell, y: margin + q * cell,
+                                  width: cell, height: cell, fill: grey ? MASKED : colour(v),
                                   "data-q": q, "data-k": k, "data-v": v }));
     }
   }
@@ -135,7 +145,8 @@ function heatmap(id, title, value, colour) {
     const q = Number(event.target.dataset.q), k = Number(event.target.dataset.k);
     readout.textContent = `query ${q} '${label(data.queries[q])}' → key ${k} `
       + `'${label(data.keys[k])}': weight ${weightAt(q, k).toFixed(4)}`
-      + (grads ? `, dL/dA ${gradAt(q, k).toExponential(3)}` : "");
+      + (grads ? `, dL/dA ${gradAt(q, k).toExponential(3)}` : "")
+      + (grads && masked(q, k) ? " (masked: a weight held at 0 cannot move)" : "");
   });
   if (margin > 4) {
     data.queries.forEach((token, q) => svg.append(el("svg:text", {
@@ -160,14 +171,17 @@ function draw() {
   if (grads) {
     let scale = 0;
     for (let q = 0; q < L; q++) {
-      for (let k = 0; k < S; k++) scale = Math.max(scale, Math.abs(gradAt(q, k)));
+      for (let k = 0; k < S; k++) {
+        if (!masked(q, k)) scale = Math.max(scale, Math.abs(gradAt(q, k)));
+      }
     }
-    shown.push(heatmap("grads", `dL/dA (red +, blue −; largest |dL/dA| `
-                       + `${scale.toExponential(2)})`, gradAt, (g) => gradColour(g, scale)));
+    shown.push(heatmap("grads", `dL/dA (red +, blue −, grey: masked; largest |dL/dA| `
+                       + `${scale.toExponential(2)})`, gradAt, (g) => gradColour(g, scale),
+                       masked));
   }
   panes.replaceChildren(...shown);
 }
 
 draw();
-performance.mark("tinyattn-ready");        // what the tests and dev/measure_views.py time
+performance.mark("tinyattn-ready");        // what the tests and dev/views.py time
 document.body.dataset.ready = "true";

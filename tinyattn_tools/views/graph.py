@@ -1,8 +1,9 @@
 """`graph_view(output)`: the graph `output.backward()` walks, as a page to step through.
 
-    with viz.recording(model):                  # optional: values, folding and checks
+    with viz.recording(model):                  # optional: values, folding, checks, gradients
         logits = model(ids)                                   # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss.backward()                         # optional: without it, the view runs backward
     viz.graph_view(loss, check=True).save("loss.html")
 
 The page shows the graph with each node's forward value (shape, first numbers, norm). Its Step
@@ -10,7 +11,8 @@ button (or the right arrow key) runs the backward sweep one node at a time, in t
 engine visits them, and shows on each node the gradient that reached it: the sum of what its
 users sent, each summed back to the node's shape where broadcasting had stretched it. The
 gradients shown are not recomputed here: they are what the engine's own backward handed each
-node (`sweep.py` listens to it), on the user's graph, which is left as it was.
+node (`sweep.py` listens to it as an `engine.Watcher`): the view's own run of it, on the user's
+graph, which is left as it was, or the user's backward, when `viz.recording` wrote it down.
 
 A graph larger than `FOLD_ABOVE` nodes is folded: each module call (recorded by `viz.recording`)
 becomes one box, opened by a click, so a TransformerBlock reads as `ln1 -> attn -> ln2 -> ff`
@@ -20,13 +22,13 @@ custom op or an exercise shows red, on its own node.
 """
 import numpy as np
 
-from tinyattn.engine import Leaf, Tensor
+from tinyattn.engine import Leaf, Tensor, broadcast_axes
 from tinyattn.nn.module import Parameter
+from tinyattn_tools.drawing import graph_nodes
 from tinyattn_tools.views import layout, opcheck
 from tinyattn_tools.views.page import View, page, summary
-from tinyattn_tools.views.records import RECORDS
-from tinyattn_tools.drawing import graph_nodes
-from tinyattn_tools.views.sweep import recorded_sweep, summed_axes
+from tinyattn_tools.views.records import RECORDS, SWEEPS
+from tinyattn_tools.views.sweep import tensor_of, listened_sweep
 
 FOLD_ABOVE = 40                 # nodes: a larger graph starts with its modules folded
 CHAR_WIDTH, LINE_HEIGHT = 6.6, 13   # pixels, of the page's 11 px sans-serif labels
@@ -44,8 +46,12 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
                    FOLD_ABOVE nodes and was recorded with its modules)
     layout_engine: "dot" (Graphviz), "python" (the fallback), or None: dot when installed
 
-    Call it before `output.backward()`, or after `output.backward(retain_graph=True)`: it runs
-    the backward itself (and puts every .grad back as it was), which needs the saved arrays.
+    Before `output.backward()` (or after `output.backward(retain_graph=True)`) it runs the
+    backward itself, listening, and puts every .grad back as it was. After a backward that
+    released the saved arrays, it shows that backward: every node's gradient when it ran inside
+    `viz.recording(...)`, which wrote them down; otherwise the order the engine visits the nodes
+    in (newest first, read from the graph) and the gradients the graph still holds, the leaves'
+    `.grad`, and the page says that an op's own was not kept.
     """
     if not isinstance(output, Tensor):
         raise TypeError(f"graph_view: expected a Tensor, got {type(output).__name__}")
@@ -63,22 +69,40 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
     if check and not any(node in RECORDS for node in nodes):
         raise ValueError("graph_view: check=True runs each op again on its inputs, which the "
                          "graph does not keep: build it inside `with viz.recording(...):`")
-    if any(getattr(node, "saved", ()) is None for node in nodes):     # a leaf saves nothing
-        raise ValueError("graph_view: the graph's saved arrays were released by a backward: call "
-                         "graph_view before output.backward(), or call "
-                         "output.backward(retain_graph=True)")
-    visits = recorded_sweep(output, seed, nodes)
+    released = any(getattr(node, "saved", ()) is None for node in nodes)   # a leaf saves nothing
+    if released and grad is not None:
+        raise ValueError("graph_view: backward has run on this graph already, with its own seed, "
+                         "and released its saved arrays: give grad= before output.backward(), or "
+                         "after output.backward(retain_graph=True)")
+    notes = []
+    if not released:
+        steps = _steps(listened_sweep(output, seed, nodes))
+        if grad is None and output.size != 1:
+            notes.append(f"The seed is ones of shape {output.shape}: the gradient of "
+                         "output.sum().")
+    elif output._node in SWEEPS:
+        steps = _steps(SWEEPS[output._node])
+        notes.append("This is the backward that ran inside `viz.recording(...)`: each gradient "
+                     "shown is the one it handed the node.")
+    else:
+        steps = _steps_read_from(nodes)
+        notes.append("backward had run outside `viz.recording(...)` and released what the ops "
+                     "saved: the order is the engine's (newest node first), read from the graph; "
+                     "the gradients shown are the leaves' .grad, summed over every backward since "
+                     "it was cleared. An op's own gradient was not kept: to see each one, call "
+                     "graph_view before backward, or run backward inside "
+                     "`with viz.recording(...):`.")
 
     ids = {node: i for i, node in enumerate(nodes)}
     described = [_describe(node, output, check) for node in nodes]
-    for step, visit in enumerate(visits, start=1):
-        entry = described[ids[visit.node]]
-        entry["step"] = step
-        entry["grad"] = None if visit.grad is None else summary(visit.grad)
-        for parent, shape in visit.sent:
+    for number, (node, grad_summary, sent) in enumerate(steps, start=1):
+        entry = described[ids[node]]
+        entry["step"], entry["grad"] = number, grad_summary
+        for parent, shape in sent:
             described[ids[parent]]["arrived"].append(
-                {"from": ids[visit.node], "shape": list(shape),
-                 "summed": summed_axes(shape, parent.shape) if shape != parent.shape else []})
+                {"from": ids[node], "shape": None if shape is None else list(shape),
+                 "summed": list(broadcast_axes(shape, parent.shape))
+                 if shape not in (None, parent.shape) else []})
     described[ids[output._node]]["arrived"].insert(0, {"from": None, "shape": list(seed.shape),
                                                         "summed": []})
     for node, entry in zip(nodes, described):
@@ -88,9 +112,6 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
     if fold is None:
         fold = len(nodes) > FOLD_ABOVE
     views = _views(described, clusters if fold else [], layout_engine)
-    notes = []
-    if grad is None and output.size != 1:
-        notes.append(f"The seed is ones of shape {output.shape}: the gradient of output.sum().")
     if not any(node in RECORDS for node in nodes):
         notes.append("Op values are shown when the graph is built inside "
                      "`with viz.recording(model):`, which keeps them.")
@@ -98,10 +119,28 @@ def graph_view(output, grad=None, check=False, fold=None, layout_engine=None, ti
         why = ": Graphviz's `dot` was not found" if layout_engine is None else ""
         notes.append(f"Laid out in Python{why} (edges are straight and may pass behind boxes).")
     title = title or f"backward of {described[-1]['label']} {tuple(output.shape)}"
-    data = {"title": title, "nodes": described, "sweep": [ids[v.node] for v in visits],
+    data = {"title": title, "nodes": described, "sweep": [ids[node] for node, _, _ in steps],
             "clusters": clusters, "views": views, "notes": notes,
             "checked": bool(check), "thresholds": [opcheck.GOOD, opcheck.DOUBTFUL]}
     return View(title, page(title, "graph_view.js", data))
+
+
+def _steps(visits):
+    """[(node, summary of the gradient that reached it, [(parent, shape sent)])] of a sweep."""
+    return [(visit.node(), visit.grad, visit.sent) for visit in visits]
+
+
+def _steps_read_from(nodes):
+    """The steps of a sweep that was not listened to, as far as the graph tells them: the
+    engine's order (newest node first), each node's parents, and the gradient a leaf (or an op
+    output made under `ta.retain_grads()`) holds in `.grad`."""
+    steps = []
+    for node in reversed(nodes):
+        tensor = tensor_of(node)
+        grad = None if tensor is None or tensor.grad is None else summary(tensor.grad)
+        steps.append((node, grad, [(parent, None) for parent in node.parents
+                                   if parent is not None]))
+    return steps
 
 
 def _describe(node, output, check):

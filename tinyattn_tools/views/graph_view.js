@@ -61,11 +61,22 @@ function viewOf(i) {
 }
 
 // ------------------------------------------------------------------ drawing one view
+// A view is drawn fitted to the canvas's width, but never smaller than MIN_SCALE (below it the
+// labels could not be read): a larger graph scrolls. EDGE: room around the boxes, in pixels.
+const MIN_SCALE = 0.8, EDGE = 4;
+
+function fit(svg, view) {
+  const width = view.width + 2 * EDGE, height = view.height + 2 * EDGE;
+  const scale = Math.max(MIN_SCALE, Math.min(1, canvas.clientWidth / width));
+  svg.setAttribute("width", width * scale);
+  svg.setAttribute("height", height * scale);
+}
+
 function drawView(index) {
   state.view = index;
   const view = data.views[index];
-  const svg = el("svg:svg", { width: view.width, height: view.height,
-                              viewBox: `0 0 ${view.width} ${view.height}` });
+  const svg = el("svg:svg", { viewBox: `${-EDGE} ${-EDGE} ${view.width + 2 * EDGE} `
+                                       + `${view.height + 2 * EDGE}` });
   svg.append(el("svg:defs", {}, el("svg:marker", {
     id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
     markerUnits: "userSpaceOnUse", orient: "auto" },
@@ -92,7 +103,21 @@ function drawView(index) {
     svg.append(g);
   }
   canvas.replaceChildren(svg);
+  fit(svg, view);
   drawCrumbs(view);
+}
+
+// Scroll the canvas, and only the canvas (never the notebook around the page), so that `box`
+// is in sight.
+function reveal(box) {
+  const shown = box.getBoundingClientRect(), outer = canvas.getBoundingClientRect();
+  const top = outer.top + canvas.clientTop, left = outer.left + canvas.clientLeft;
+  const bottom = top + canvas.clientHeight, right = left + canvas.clientWidth;   // no scrollbars
+  const margin = 12;
+  if (shown.top < top) canvas.scrollTop -= top - shown.top + margin;
+  else if (shown.bottom > bottom) canvas.scrollTop += shown.bottom - bottom + margin;
+  if (shown.left < left) canvas.scrollLeft -= left - shown.left + margin;
+  else if (shown.right > right) canvas.scrollLeft += shown.right - right + margin;
 }
 
 function drawCrumbs(view) {
@@ -160,6 +185,8 @@ function update() {
     edge.classList.toggle("flowing", current !== null && to.kind !== "cluster"
                                      && to.ref === current);
   }
+  const stepped = canvas.querySelector(".box.current");
+  if (stepped && state.selected === null) reveal(stepped);
   showPanel(state.selected !== null ? state.selected : current);
 }
 
@@ -195,7 +222,8 @@ function showPanel(i) {
   } else if (node.step > state.step) {
     parts.push(el("div", {}, `arrives at step ${node.step}`));
   } else if (node.grad === null) {
-    parts.push(el("div", {}, "visited at step " + node.step + " (its tensor is gone)"));
+    parts.push(el("div", { "data-field": "grad-not-kept" }, `visited at step ${node.step}; `
+                  + "its gradient was not kept (see the note below the graph)"));
   } else {
     parts.push(el("div", {}, `visited at step ${node.step}: norm `,
                   el("b", { "data-field": "grad-norm" }, node.grad.norm),
@@ -212,8 +240,9 @@ function showPanel(i) {
 function arrivedItem(part) {
   if (part.from === null) return el("li", {}, "the seed of backward, " + shapeText(part.shape));
   const sender = data.nodes[part.from];
+  const sent = part.shape === null ? "its part" : shapeText(part.shape);
   const item = el("li", {}, `${sender.label} (node ${part.from}, step ${sender.step}) sent `
-                            + shapeText(part.shape));
+                            + sent);
   if (part.summed.length) {
     item.append(el("b", {}, ` → un-broadcast: summed over axis ${part.summed.join(", ")}`));
   }
@@ -272,7 +301,9 @@ document.addEventListener("keydown", (event) => {
   event.preventDefault();
 });
 
+window.addEventListener("resize", () => fit(canvas.querySelector("svg"), data.views[state.view]));
+
 drawView(0);
 update();
-performance.mark("tinyattn-ready");        // what the tests and dev/measure_views.py time
+performance.mark("tinyattn-ready");        // what the tests and dev/views.py time
 document.body.dataset.ready = "true";

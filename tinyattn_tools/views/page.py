@@ -8,11 +8,31 @@ import base64
 import html
 import json
 import pathlib
+import uuid
 
 import numpy as np
 
 ASSETS = pathlib.Path(__file__).resolve().parent
-NOTEBOOK_HEIGHT = 640        # pixels: a notebook cannot size an iframe to what it holds
+NOTEBOOK_HEIGHT = 640        # pixels: the frame's height until the page has said its own
+UNTRUSTED = ("The tinyattn view \u201c{title}\u201d is not shown: this notebook is not trusted, "
+             "so its front-end removed the view. Run the cell again, or trust the notebook "
+             "(JupyterLab: File \u203a Trust Notebook), to see it.")
+# The notebook's side of the frame: its height set to what the page says it needs, and the
+# keyboard taken back from the frame after a click, so that the notebook's own keys (Ctrl+S)
+# still reach it. It stops listening once the frame has left the notebook's page.
+HOST_SCRIPT = """(function () {
+  var frame = document.getElementById("%s");
+  function heard(event) {
+    if (!frame.isConnected) {
+      window.removeEventListener("message", heard);
+      return;
+    }
+    if (event.source !== frame.contentWindow || !event.data || !event.data.tinyattn) return;
+    if (event.data.height) frame.style.height = event.data.height + "px";
+    if (event.data.release && document.activeElement === frame) frame.blur();
+  }
+  window.addEventListener("message", heard);
+})();"""
 
 
 class View:
@@ -24,6 +44,16 @@ class View:
     clash with the notebook's and with another view's; Colab already sandboxes each output. An
     iframe runs the page alone in every one of them, the same way it runs from a file, and needs
     no require.js or extension. It is sandboxed to scripts only: the page needs no more.
+
+    Three more things make it behave in a notebook's output:
+      * a line of plain text lies under the frame, hidden by it: an untrusted notebook (one
+        received with its outputs, or run by nbclient) has its outputs' frames and scripts
+        removed by the front-end's sanitizer, and the line, which says how to see the view,
+        is what is left;
+      * the page posts its height to the notebook (`postMessage`) and a small script beside the
+        frame sets the frame's height to it, so that nothing is cut and no space is wasted;
+      * after a click in the page, the same script takes the keyboard back from the frame, so
+        that the notebook's shortcuts (Ctrl+S, Shift+Enter) keep working.
     """
 
     def __init__(self, title, html_text):
@@ -38,10 +68,16 @@ class View:
         return path
 
     def _repr_html_(self):
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" title="'
+        frame = f"tinyattn-view-{uuid.uuid4().hex}"
+        hint = html.escape(UNTRUSTED.format(title=self.title))
+        # one grid cell holds both: the frame, white and above, covers the line while it exists
+        return (f'<div class="tinyattn-view" style="display: grid">'
+                f'<p style="grid-area: 1 / 1; margin: 0; padding: 8px 12px">{hint}</p>'
+                f'<iframe id="{frame}" srcdoc="{html.escape(self.html, quote=True)}" title="'
                 f'{html.escape(self.title, quote=True)}" sandbox="allow-scripts" '
-                f'style="width: 100%; height: {NOTEBOOK_HEIGHT}px; border: 1px solid #ddd">'
-                "</iframe>")
+                f'style="grid-area: 1 / 1; z-index: 1; width: 100%; height: {NOTEBOOK_HEIGHT}px; '
+                f'border: 1px solid #ddd; background: #fff"></iframe>'
+                f"<script>{HOST_SCRIPT % frame}</script></div>")
 
     def __repr__(self):
         return f"<tinyattn view: {self.title} ({len(self.html):,} characters of HTML)>"

@@ -1,114 +1,84 @@
-"""What a graph view shows that the graph alone does not keep, noted while the forward pass runs.
+"""What a graph view shows that the graph alone does not keep, noted while the model runs.
 
 A node of the graph keeps what its backward needs, and nothing more: not its output's values,
-not its inputs, not the module that ran it. Inside `with viz.recording(model):`
+not its inputs, not the module that ran it, and after a backward not even that. Inside
+`with viz.recording(model):`
 
   * every op's output values are kept, to be shown on its node;
   * every op's input arrays and parameters (`axis=-1`, ...) are kept, so that the view can run
     the op's forward and backward again on its own and compare its backward with finite
     differences (`graph_view(..., check=True)`);
   * every op is tagged with the module call it ran in (`blocks.0.attn.q_proj`), so that a large
-    graph can be folded module by module.
+    graph can be folded module by module;
+  * a backward run inside the block is written down, node by node (sweep.py), so that
+    `loss.backward(); viz.graph_view(loss)` shows the gradient that reached every node.
 
-It does this by wrapping, for the length of the block, each op class's `forward` and each
-module's forward methods; nothing of the engine changes, and everything is put back at the end.
+It learns all this as the engine's `Watcher` (tinyattn/engine.py, part 6): told of each op
+applied, each layer called and returned, each gradient of a sweep. Nothing of the model or the
+engine is changed.
 """
 import contextlib
 import weakref
 
-import numpy as np
-
-from tinyattn.engine import Function
+from tinyattn.engine import watching
+from tinyattn_tools.views.sweep import SweepListener
 
 # node -> OpRecord, for the nodes made inside a `recording` block; an entry goes with its node
 RECORDS = weakref.WeakKeyDictionary()
+# root node -> [Visit]: the backward sweeps run inside a `recording` block
+SWEEPS = weakref.WeakKeyDictionary()
 
 
 class OpRecord:
     """One op's call: its input arrays, its parameters, the innermost module it ran in, and the
     output it computed."""
 
-    def __init__(self, arrays, params, module):
-        self.arrays, self.params, self.module = arrays, params, module
-        self.value = None
+    def __init__(self, arrays, params, module, value):
+        self.arrays, self.params, self.module, self.value = arrays, params, module, value
+
+
+class Recorder(SweepListener):
+    """The Watcher of `recording`: each op applied, under the name of the innermost module call
+    of `names` running (a module not among them takes its caller's); each sweep, into SWEEPS."""
+
+    def __init__(self, names):
+        super().__init__()
+        self.sweeps = SWEEPS
+        self.names = names           # id(module) -> its dotted name
+        self.calls = []              # (module, name) of the module calls running, innermost last
+
+    def called(self, module, args, kwargs):
+        if id(module) in self.names:
+            self.calls.append((module, self.names[id(module)]))
+
+    def returned(self, module, output):
+        # the entries above this call's are those of calls that raised, and never returned
+        for depth in range(len(self.calls) - 1, -1, -1):
+            if self.calls[depth][0] is module:
+                del self.calls[depth:]
+                return
+
+    def applied(self, node, arrays, params, out):
+        if out._node is node:                    # the op is in the graph
+            module = self.calls[-1][1] if self.calls else ""
+            RECORDS[node] = OpRecord(arrays, params, module, out.data)
 
 
 @contextlib.contextmanager
 def recording(*modules):
     """Inside the block, note what `graph_view` shows: op outputs' values, each op's inputs (for
-    `check=True`), and which call of `modules` (and of their sub-modules, named as in
-    `named_parameters`: `blocks.0.attn`) each op ran in.
+    `check=True`), which call of `modules` (and of their sub-modules, named as in
+    `named_modules`: `blocks.0.attn`) each op ran in, and each backward's sweep.
 
         with viz.recording(model):
             logits = model(ids)                                   # (B, T, V)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            loss.backward()
         viz.graph_view(loss, check=True).save("loss.html")
     """
-    module_stack = []           # the dotted names of the module calls running now, innermost last
-    with contextlib.ExitStack() as stack:
-        for op in op_classes():
-            if "forward" in vars(op):
-                stack.enter_context(_recording_forward(op, module_stack))
-        for root in modules:
-            for name, module in root.named_modules():
-                for method in [m for m in dir(type(module)) if m.startswith("forward")]:
-                    stack.enter_context(_entering(module, method, name, module_stack))
+    names = {}
+    for root in modules:
+        for name, module in root.named_modules():
+            names.setdefault(id(module), name)
+    with watching(Recorder(names)):
         yield
-
-
-def op_classes():
-    """Every subclass of Function (the ops, and any op a user wrote), however deep."""
-    found, stack = [], [Function]
-    while stack:
-        for subclass in stack.pop().__subclasses__():
-            found.append(subclass)
-            stack.append(subclass)
-    return found
-
-
-@contextlib.contextmanager
-def _recording_forward(op, module_stack):
-    """Within the block, `op.forward` notes its arguments and the current module for its node."""
-    forward = op.forward
-
-    def recorded_forward(self, *arrays, **params):
-        # an op whose forward calls its parent class's keeps the outermost call's arguments
-        outermost = self not in RECORDS
-        if outermost:
-            RECORDS[self] = OpRecord(arrays, params, module_stack[-1] if module_stack else "")
-        value = forward(self, *arrays, **params)
-        if outermost:
-            RECORDS[self].value = np.asarray(value)
-        return value
-
-    op.forward = recorded_forward
-    try:
-        yield
-    finally:
-        op.forward = forward
-
-
-@contextlib.contextmanager
-def _entering(module, method, name, module_stack):
-    """Within the block, a call of `module.<method>` pushes the module's name while it runs.
-
-    The wrapper is an instance attribute, found before the class's method, as `record_calls` of
-    the drawing tool does; `forward_with_weights` is wrapped as well as `forward`, since a layer
-    may call its sub-layer's directly (CausalTransformer calls each block's)."""
-    bound, own = getattr(module, method), method in vars(module)
-
-    def entered(*args, **kwargs):
-        module_stack.append(name)
-        try:
-            return bound(*args, **kwargs)
-        finally:
-            module_stack.pop()
-
-    setattr(module, method, entered)
-    try:
-        yield
-    finally:
-        if own:
-            setattr(module, method, bound)
-        else:
-            delattr(module, method)
