@@ -1,4 +1,4 @@
-r"""Chapter 5. tokenizer.json: the tokenizer of today's models, read as chapter 3's four steps.
+r"""Chapter 5. Today's tokenizers: a tokenizer.json, read as chapter 3's four steps.
 
 GPT-2 published its tokenizer as two files, vocab.json and merges.txt (chapter 3). The models
 since publish one file, tokenizer.json, in Hugging Face `tokenizers`' format, and most of them
