@@ -127,15 +127,16 @@ class TokenizerJSON(ByteLevelBPE):
         return super().ids_of_word(word)
 
     @door(tokenizer_json_checks.messages_fit)
-    def apply_chat_template(self, messages, add_generation_prompt=False, **variables):
+    def apply_chat_template(self, messages, add_generation_prompt=False, variables=None):
         """The text of a conversation as the model was trained on it: the folder's chat template
         rendered with `messages` ([{"role": ..., "content": ...}, ...]) as transformers'
         `apply_chat_template(messages, tokenize=False, add_generation_prompt=...)` renders it
         (chat_template.py). `add_generation_prompt` ends the text with the header of the
-        assistant's turn, so that the model writes the answer; `variables` are passed to the
-        template as transformers passes its keyword arguments (Qwen3's `enable_thinking=False`)."""
+        assistant's turn, so that the model writes the answer. `variables` ({name: value}) are
+        more names for the template, as transformers passes its keyword arguments: Qwen3's
+        {"enable_thinking": False}, Llama 3's {"date_string": "26 Jul 2024"}."""
         return chat_template.render(self.chat_template, messages, add_generation_prompt,
-                                    **{**self.special_tokens_map, **variables})
+                                    **{**self.special_tokens_map, **(variables or {})})
 
 
 def tokens_pattern(tokens):
