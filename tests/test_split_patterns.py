@@ -26,7 +26,7 @@ def test_the_words_are_those_of_the_regex_package(pattern):
     texts = [python_documentation(), *EDGE_CASES, *HARD_STRINGS, *assigned]
     ours, theirs = PRE_TOKENIZERS[pattern](), regex.compile(pattern)
     for text in texts:
-        assert ours.findall(text) == theirs.findall(text), ascii(text)
+        assert ours.findall(text) == theirs.findall(text), ascii(text[:300])
         assert "".join(ours.findall(text)) == text                  # nothing is left out
 
 
