@@ -298,6 +298,10 @@ def test_other_kinds_of_tokenizer_are_refused_in_one_line(tmp_path, kind):
 
 
 def test_a_file_that_is_not_json_is_named(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="TokenizerJSON: '.*tokenizer.json' is a JSON list, not a "
+                                         "tokenizer's object"):
+        tokenizer.from_pretrained(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ValueError, match="TokenizerJSON: '.*tokenizer.json' is not JSON"):
         tokenizer.from_pretrained(tmp_path)

@@ -25,6 +25,12 @@ into bytes, which gives the same symbols):
 
 `decode` runs it backwards: ids to symbols, symbols to bytes, bytes to UTF-8 text.
 
+The steps are one class, `ByteLevelBPE`, given its parts (a vocabulary, merges, a pattern, the
+tokens no merge makes); `GPT2Tokenizer` is it given GPT-2's two files and pattern. Today's models
+publish the same parts in one tokenizer.json, with another pattern: chapter 5 (tokenizer_json.py)
+reads them into the same class, and `from_pretrained(folder)` below takes whichever file a model
+folder holds.
+
 The pattern. GPT-2 wrote it for the `regex` package, whose \p{L} (a letter, in any script) and
 \p{N} (a number) Python's own `re` lacks: `unicode_ranges` spells them out as character classes
 of every code point whose Unicode category begins with L or N, found with `unicodedata` (a

@@ -76,8 +76,8 @@ class TokenizerJSON(ByteLevelBPE):
         self.normal_form = parts["normal_form"]                              # "NFC" or None
         self.ignore_merges = parts["ignore_merges"]
         # the added tokens matched in the text as given, and those matched after normalizing it
-        self.raw_tokens = tokens_pattern(token["content"] for token in parts["added_tokens"]
-                                         if not token["normalized"])
+        self.raw_tokens_pattern = tokens_pattern(
+            token["content"] for token in parts["added_tokens"] if not token["normalized"])
         self.normalized_tokens = {self.normalized(token["content"]): added[token["content"]]
                                   for token in parts["added_tokens"] if token["normalized"]}
         self.normalized_tokens_pattern = tokens_pattern(self.normalized_tokens)
@@ -108,7 +108,7 @@ class TokenizerJSON(ByteLevelBPE):
         `encode(text, add_special_tokens=False).ids`; a lone surrogate, which `tokenizers` does
         not take, becomes U+FFFD as in chapter 3."""
         ids = []
-        for piece, token_id in cut(without_lone_surrogates(text), self.raw_tokens,
+        for piece, token_id in cut(without_lone_surrogates(text), self.raw_tokens_pattern,
                                    self.added_tokens):
             if token_id is not None:
                 ids.append(token_id)
@@ -187,12 +187,14 @@ def read_tokenizer_json(path):
     """The parts of a byte-level BPE's tokenizer.json (the module docstring), or a ValueError of
     one line that names what the file is instead."""
     file = read_json(path)
-    model = file.get("model") or {}
-    kind = model.get("type")
 
     def refuse(what):
         raise ValueError(f"TokenizerJSON: {path!r} is {what}, which tinyattn does not implement "
                          f"(it reads the byte-level BPE of GPT-2, Qwen2/3, Llama 3, SmolLM)")
+    if not isinstance(file, dict):
+        refuse(f"a JSON {type(file).__name__}, not a tokenizer's object")
+    model = file.get("model") or {}
+    kind = model.get("type")
     if kind in OTHER_KINDS:
         refuse(f"a {kind} tokenizer ({OTHER_KINDS[kind]})")
     if kind != "BPE":
@@ -213,11 +215,15 @@ def read_tokenizer_json(path):
         refuse(f"a tokenizer whose normalizer is {described(normalizer)}")
     merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge)
               for merge in model.get("merges", [])]
+    # an added token is matched after normalizing unless it says otherwise (by default, if it is
+    # not special), as in `tokenizers`
+    added_tokens = [{"id": token["id"], "content": token["content"],
+                     "normalized": token.get("normalized", not token.get("special", False))}
+                    for token in file.get("added_tokens", [])]
     return {"vocab": model.get("vocab", {}), "merges": merges,
             "ignore_merges": bool(model.get("ignore_merges")),
             "pre_tokenizer": pre_tokenizer_of(file.get("pre_tokenizer"), refuse),
-            "added_tokens": file.get("added_tokens", []),
-            "normal_form": normalizer and normalizer["type"]}
+            "added_tokens": added_tokens, "normal_form": normalizer and normalizer["type"]}
 
 
 def pre_tokenizer_of(pre_tokenizer, refuse):
