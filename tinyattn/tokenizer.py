@@ -25,6 +25,12 @@ into bytes, which gives the same symbols):
 
 `decode` runs it backwards: ids to symbols, symbols to bytes, bytes to UTF-8 text.
 
+The steps are one class, `ByteLevelBPE`, given its parts (a vocabulary, merges, a pattern, the
+tokens no merge makes); `GPT2Tokenizer` is it given GPT-2's two files and pattern. Today's models
+publish the same parts in one tokenizer.json, with another pattern: chapter 5 (tokenizer_json.py)
+reads them into the same class, and `from_pretrained(folder)` below takes whichever file a model
+folder holds.
+
 The pattern. GPT-2 wrote it for the `regex` package, whose \p{L} (a letter, in any script) and
 \p{N} (a number) Python's own `re` lacks: `unicode_ranges` spells them out as character classes
 of every code point whose Unicode category begins with L or N, found with `unicodedata` (a
@@ -54,6 +60,7 @@ import re
 import sys
 import unicodedata
 
+from tinyattn import tokenizer_checks
 from tinyattn.arguments import door
 from tinyattn.model_folders import model_folder
 
@@ -109,83 +116,39 @@ def pre_tokenizer():
     return re.compile(PATTERN.format(L=unicode_ranges("L"), N=unicode_ranges("N"), S=WHITESPACE))
 
 
-def special_tokens_fit(self, text, allowed_special=frozenset()):
-    """text a str; allowed_special "all" or a set of the vocabulary's special tokens."""
-    if not isinstance(text, str):
-        raise TypeError(f"expected a str, got {type(text).__name__}")
-    if allowed_special == "all":
-        return
-    if not isinstance(allowed_special, (set, frozenset, list, tuple)) or not all(
-            isinstance(token, str) for token in allowed_special):
-        raise TypeError(f"allowed_special must be 'all' or a set of special tokens, got "
-                        f"{allowed_special!r}")
-    unknown = sorted(set(allowed_special) - self.special_tokens.keys())
-    if unknown:
-        raise ValueError(f"allowed_special names {unknown}, which the vocabulary does not have as "
-                         f"special tokens (it has {sorted(self.special_tokens)})")
+class ByteLevelBPE:
+    """A byte-level BPE: steps 2 to 4 of the module docstring on the words that a pre-tokenizer
+    (step 1) cuts, and `decode`. It is given its parts: the vocabulary {symbol: id}, the merges
+    [(first, second), ...] (first merged first), the pre-tokenizer (a compiled pattern, whose
+    `findall` gives the words) and the added tokens {text: id} that are not made by merges
+    (GPT-2's "<|endoftext|>"). `GPT2Tokenizer` below is it with GPT-2's files and pattern;
+    chapter 5 (tokenizer_json.py) gives it those of today's models from their tokenizer.json."""
 
-
-class GPT2Tokenizer:
-    """GPT-2's byte-level BPE from its two files: the vocabulary, {symbol: id} as JSON
-    (Hugging Face's vocab.json, OpenAI's encoder.json), and the merges, one pair of symbols a
-    line, first merged first (merges.txt, OpenAI's vocab.bpe). The module docstring tells the
-    steps; `encode` and `decode` are them."""
-
-    def __init__(self, vocab_file, merges_file):
-        self.encoder = read_vocabulary(os.fspath(vocab_file))                # symbol -> id
-        self.decoder = {token_id: symbol for symbol, token_id in self.encoder.items()}
-        self.ranks = {pair: rank for rank, pair in enumerate(read_merges(os.fspath(merges_file)))}
+    def __init__(self, vocabulary, merges, pre_tokenizer, added_tokens):
+        self.encoder = vocabulary                                            # symbol -> id
+        self.added_tokens = added_tokens                                     # text -> id
+        self.decoder = {token_id: symbol for symbol, token_id in
+                        {**vocabulary, **added_tokens}.items()}              # id -> symbol
+        self.ranks = {pair: rank for rank, pair in enumerate(merges)}
+        self.pre_tokenizer = pre_tokenizer
         self.byte_encoder = bytes_to_unicode()
         self.byte_decoder = {character: byte for byte, character in self.byte_encoder.items()}
-        self.special_tokens = {ENDOFTEXT: self.encoder[ENDOFTEXT]} if ENDOFTEXT in self.encoder \
-            else {}
         self.cache = {}                                                      # word -> ids
-
-    @classmethod
-    def from_pretrained(cls, folder):
-        """The tokenizer of a model folder: vocab.json and merges.txt (Hugging Face's names), or
-        encoder.json and vocab.bpe (OpenAI's names for the same two files). `folder` may be the
-        name of a downloaded model ("gpt2", tinyattn/model_folders.py)."""
-        folder = model_folder(folder)
-        for vocab_name, merges_name in (("vocab.json", "merges.txt"),
-                                        ("encoder.json", "vocab.bpe")):
-            vocab_file, merges_file = (os.path.join(folder, vocab_name),
-                                       os.path.join(folder, merges_name))
-            if os.path.isfile(vocab_file) and os.path.isfile(merges_file):
-                return cls(vocab_file, merges_file)
-        raise FileNotFoundError(f"GPT2Tokenizer.from_pretrained: the folder {folder!r} holds "
-                                f"neither vocab.json and merges.txt nor encoder.json and "
-                                f"vocab.bpe")
 
     @property
     def vocab_size(self):
-        """How many token ids there are: 50,257 for GPT-2 (ids 0 to 50256)."""
-        return len(self.encoder)
+        """How many token ids there are, the added tokens included: 50,257 for GPT-2 (ids 0 to
+        50256; its one added token, "<|endoftext|>", is in its vocabulary too)."""
+        return len({**self.encoder, **self.added_tokens})
 
-    @door(special_tokens_fit)
-    def encode(self, text, allowed_special=frozenset()):
-        """The token ids of `text`: a list of ints.
-
-        `allowed_special`: the special tokens ("<|endoftext|>") to encode as their single id where
-        they appear in the text, or "all"; by default none is, and "<|endoftext|>" is encoded as
-        ordinary text (see the module docstring, with what happens to lone surrogates).
-        """
-        special = set(self.special_tokens if allowed_special == "all" else allowed_special)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:          # lone surrogates: U+FFFD, as tiktoken does
-            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        chunks = re.split(f"({'|'.join(map(re.escape, special))})", text) if special else [text]
+    def encode_ordinary(self, text):
+        """The ids of a text with no added token in it: steps 1 to 4 (the name is tiktoken's)."""
         ids = []
-        for chunk in chunks:
-            if chunk in special:
-                ids.append(self.special_tokens[chunk])
-                continue
-            for word in pre_tokenizer().findall(chunk):
-                word_ids = self.cache.get(word)
-                if word_ids is None:
-                    word_ids = self.ids_of_word(word)
-                ids.extend(word_ids)
+        for word in self.pre_tokenizer.findall(text):
+            word_ids = self.cache.get(word)
+            if word_ids is None:
+                word_ids = self.ids_of_word(word)
+            ids.extend(word_ids)
         return ids
 
     def ids_of_word(self, word):
@@ -264,17 +227,100 @@ class GPT2Tokenizer:
         return self.encoder[symbol]
 
     def decode(self, ids):
-        """The text of a sequence of token ids: their symbols joined, turned back into bytes,
-        decoded as UTF-8 (invalid bytes become U+FFFD, "�")."""
+        """The text of a sequence of token ids: their symbols turned back into bytes and joined,
+        decoded as UTF-8 (invalid bytes become U+FFFD, "�"). An added token that is not made
+        of byte characters ("<｜User｜>", say) stands for its own UTF-8 bytes, as in
+        Hugging Face's byte-level decoder."""
         ids = list(ids)
         for position, token_id in enumerate(ids):
             if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral) \
                     or token_id not in self.decoder:
                 raise ValueError(f"decode: ids[{position}] = {token_id!r} is not a token id "
-                                 f"(0 to {self.vocab_size - 1})")
-        symbols = "".join(self.decoder[int(token_id)] for token_id in ids)
-        return bytes(self.byte_decoder[character] for character in symbols).decode(
+                                 f"(0 to {max(self.decoder)})")
+        return b"".join(self.bytes_of(self.decoder[int(token_id)]) for token_id in ids).decode(
             "utf-8", errors="replace")
+
+    def bytes_of(self, symbol):
+        """The bytes a symbol stands for: one byte per character, or its UTF-8 if a character
+        of it is not one of the 256 byte characters."""
+        if all(character in self.byte_decoder for character in symbol):
+            return bytes(self.byte_decoder[character] for character in symbol)
+        return symbol.encode("utf-8")
+
+
+def without_lone_surrogates(text):
+    """`text`, each lone surrogate ("\\ud800", which UTF-8 cannot encode) replaced by U+FFFD and
+    each surrogate pair by the character it stands for, as tiktoken does."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+class GPT2Tokenizer(ByteLevelBPE):
+    """GPT-2's byte-level BPE from its two files: the vocabulary, {symbol: id} as JSON
+    (Hugging Face's vocab.json, OpenAI's encoder.json), and the merges, one pair of symbols a
+    line, first merged first (merges.txt, OpenAI's vocab.bpe), with GPT-2's pattern. The module
+    docstring tells the steps; `encode` and `decode` are them."""
+
+    def __init__(self, vocab_file, merges_file):
+        vocabulary = read_vocabulary(os.fspath(vocab_file))
+        special_tokens = {ENDOFTEXT: vocabulary[ENDOFTEXT]} if ENDOFTEXT in vocabulary else {}
+        super().__init__(vocabulary, read_merges(os.fspath(merges_file)), pre_tokenizer(),
+                         special_tokens)
+        self.special_tokens = special_tokens
+
+    @classmethod
+    def from_pretrained(cls, folder):
+        """The tokenizer of a model folder: vocab.json and merges.txt (Hugging Face's names), or
+        encoder.json and vocab.bpe (OpenAI's names for the same two files). `folder` may be the
+        name of a downloaded model ("gpt2", tinyattn/model_folders.py)."""
+        folder = model_folder(folder)
+        for vocab_name, merges_name in (("vocab.json", "merges.txt"),
+                                        ("encoder.json", "vocab.bpe")):
+            vocab_file, merges_file = (os.path.join(folder, vocab_name),
+                                       os.path.join(folder, merges_name))
+            if os.path.isfile(vocab_file) and os.path.isfile(merges_file):
+                return cls(vocab_file, merges_file)
+        raise FileNotFoundError(f"GPT2Tokenizer.from_pretrained: the folder {folder!r} holds "
+                                f"neither vocab.json and merges.txt nor encoder.json and "
+                                f"vocab.bpe")
+
+    @door(tokenizer_checks.special_tokens_fit)
+    def encode(self, text, allowed_special=frozenset()):
+        """The token ids of `text`: a list of ints.
+
+        `allowed_special`: the special tokens ("<|endoftext|>") to encode as their single id where
+        they appear in the text, or "all"; by default none is, and "<|endoftext|>" is encoded as
+        ordinary text (see the module docstring, with what happens to lone surrogates).
+        """
+        special = set(self.special_tokens if allowed_special == "all" else allowed_special)
+        text = without_lone_surrogates(text)
+        chunks = re.split(f"({'|'.join(map(re.escape, special))})", text) if special else [text]
+        ids = []
+        for chunk in chunks:
+            if chunk in special:
+                ids.append(self.special_tokens[chunk])
+            else:
+                ids.extend(self.encode_ordinary(chunk))
+        return ids
+
+
+# How a model folder may hold its tokenizer, the preferred first: (a file that says so, the class
+# that reads the folder). Chapter 5 (tokenizer_json.py) puts tokenizer.json in front.
+TOKENIZER_FILES = [("vocab.json", GPT2Tokenizer), ("encoder.json", GPT2Tokenizer)]
+
+
+def from_pretrained(folder):
+    """The tokenizer of a model folder (or of a downloaded model's name, "gpt2"): by the first of
+    TOKENIZER_FILES that the folder holds."""
+    folder = model_folder(folder)
+    for file_name, tokenizer_class in TOKENIZER_FILES:
+        if os.path.isfile(os.path.join(folder, file_name)):
+            return tokenizer_class.from_pretrained(folder)
+    raise FileNotFoundError(f"from_pretrained: the folder {folder!r} holds no tokenizer: none of "
+                            f"{', '.join(name for name, _ in TOKENIZER_FILES)}")
 
 
 def read_vocabulary(path):

