@@ -169,6 +169,7 @@ class OpenDecoder(Module):
     """
 
     activations = ("embed", "final")
+    config = None       # the config.json it was read from (nn.from_pretrained), if it was
 
     @door(checks.settings_fit, dtype=floating_dtype)
     def __init__(self, settings, dtype=None):
