@@ -1,7 +1,7 @@
 """Chapter 5. The families of today's open models as data: for each `model_type` that
 nn/open_checkpoints.py reads, what its transformers code fixes whatever its config.json says, and
-the defaults of the keys a config.json may leave out. Every other difference between the families is a value in
-their config.json, read into a DecoderSettings (nn/open_decoder.py).
+the defaults of the keys a config.json may leave out. Every other difference between the
+families is a value in their config.json, read into a DecoderSettings (nn/open_decoder.py).
 
     family        fixes                                           reads from config.json
     llama         no QK-norm, none of Gemma's extras              attention_bias, mlp_bias,

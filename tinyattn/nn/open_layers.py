@@ -34,7 +34,8 @@ class RMSNorm(Module):
 
     @door(normalized_shape=at_least(1), eps=between(0), unit_offset=bool, dtype=floating_dtype)
     def __init__(self, normalized_shape, eps=1e-6, unit_offset=False, dtype=None):
-        self.normalized_shape, self.eps, self.unit_offset = normalized_shape, float(eps), unit_offset
+        self.normalized_shape, self.eps = normalized_shape, float(eps)
+        self.unit_offset = unit_offset
         start = np.zeros if unit_offset else np.ones
         self.weight = Parameter(start(normalized_shape, dtype=dtype))
 
