@@ -80,6 +80,23 @@ def their_logits(folder, ids, dtype="float32"):
 
 
 # ------------------------------------------------------------------------------------------------
+# The fixtures
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_fixture_is_a_small_complete_folder_of_its_family(family, references):
+    folder = folder_of(family)
+    for name in ("config.json", "model.safetensors", "reference.safetensors", "README.md"):
+        assert (folder / name).is_file(), name
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == family and "rope_parameters" in config   # transformers 5's
+    assert (folder / "model.safetensors").stat().st_size < 80_000
+    _, metadata = ta.load_safetensors(folder / "reference.safetensors", with_metadata=True)
+    assert metadata["transformers"] and float(metadata["lifting_changes_logits_by"]) > 1e-7
+    reference = references[family]
+    assert reference["generated_ids"].shape == (1, 17) and reference["input_ids"].shape[1] > 4
+
+
+# ------------------------------------------------------------------------------------------------
 # Reading: the logits and tokens of transformers
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -153,7 +170,7 @@ def test_a_key_left_out_means_transformers_default(tmp_path, references):
     ids = references["llama"]["input_ids"]
     for family in ("llama", "gemma3_text"):
         key = "head_dim" if family == "llama" else "tie_word_embeddings"
-        folder = copy_of(family, tmp_path, lambda config: config.pop(key))
+        folder = copy_of(family, tmp_path, lambda config, key=key: config.pop(key))
         np.testing.assert_array_equal(
             logits_of(nn.from_pretrained(folder, np.float64), ids),
             logits_of(nn.from_pretrained(folder_of(family), np.float64), ids))

@@ -269,8 +269,9 @@ class LayerCache:
         if self.keys is not None:
             keys = concatenate([self.keys, keys], axis=2)               # (B, K, S + T, D)
             values = concatenate([self.values, values], axis=2)         # (B, K, S + T, D)
-        kept = keys.shape[2] if self.window is None else min(self.window, keys.shape[2])
-        self.keys, self.values = keys[:, :, -kept:], values[:, :, -kept:]
+        self.keys, self.values = keys, values
+        if self.window is not None and keys.shape[2] > self.window:
+            self.keys, self.values = keys[:, :, -self.window:], values[:, :, -self.window:]
         return keys, values
 
     @property

@@ -118,7 +118,6 @@ class GroupedQueryAttention(Module):
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.head_dim = embed_dim // num_heads if head_dim is None else head_dim
         self.window, self.scale = window, scale
-        self.rope_base, self.rope_scaling = float(rope_base), rope_scaling
         self.frequencies = F.rope_frequencies(self.head_dim, rope_base, rope_scaling)  # (D/2,)
         H, K, D = num_heads, self.num_kv_heads, self.head_dim
         self.q_proj = Linear(embed_dim, H * D, bias=qkv_bias, dtype=dtype)
@@ -142,13 +141,13 @@ class GroupedQueryAttention(Module):
             q, k = self.q_norm(q), self.k_norm(k)                       # (B, T, H or K, D)
         q, k, v = (y.transpose(0, 2, 1, 3) for y in (q, k, v))          # (B, H or K, T, D)
         # 4. rotate by the positions start ... start + T - 1
-        q = self.hook("q", F.rope_rotate_half(q, start, frequencies=self.frequencies))
-        k = self.hook("k", F.rope_rotate_half(k, start, frequencies=self.frequencies))
-        v = self.hook("v", v)                                           # (B, K, T, D)
-        # 5. the cached keys and values first: S = the keys this layer keeps, then T new ones
+        q = F.rope_rotate_half(q, start, frequencies=self.frequencies)  # (B, H, T, D)
+        k = F.rope_rotate_half(k, start, frequencies=self.frequencies)  # (B, K, T, D)
+        q, k, v = self.hook("q", q), self.hook("k", k), self.hook("v", v)    # named as in ch. 1
+        # 5. the keys and values the cache kept, before the new ones: S in all
         if cache is not None:
             k, v = cache.extended(k, v)                                 # (B, K, S, D)
-        S = k.shape[2]
+        S = k.shape[2]                                                  # T without a cache
         # 6. attend, each group of query heads on its key/value head
         mask = visible_keys(T, S, self.window)                          # (T, S) or None
         weights = self.hook("weights", grouped_weights(q, k, mask, self.scale))   # (B, H, T, S)
