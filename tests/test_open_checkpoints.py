@@ -436,13 +436,24 @@ def test_save_pretrained_refuses_what_the_familys_files_cannot_hold(family, chan
     assert not (tmp_path / "saved").exists()
 
 
-def test_save_pretrained_refuses_unmerged_adapters(tmp_path):
+def test_save_pretrained_refuses_unmerged_adapters_hooks_and_mixed_dtypes(tmp_path):
     model = nn.from_pretrained(folder_of("qwen3"))
-    nn.add_lora(model, rank=2)
-    with pytest.raises(ValueError, match=r"cannot hold this model's LoRA adapters "
-                                         r"\(merge_lora\(model\) first\)$"):
+    nn.add_lora(model, rank=2, targets="*.attn.q_proj")
+    with pytest.raises(ValueError, match=r"cannot hold this model's layers the decoder does not "
+                                         r"have: blocks.0.attn.q_proj \(a LoRALinear\), "
+                                         r"blocks.1.attn.q_proj \(a LoRALinear\) \(merge_lora"):
         model.save_pretrained(tmp_path)
     nn.merge_lora(model)
+    with model.hooks({"blocks.1.attn.heads": lambda x: None}):
+        with pytest.raises(ValueError, match=r"cannot hold this model's functions attached to "
+                                             r"the hook points of blocks.1.attn \(heads\)$"):
+            model.save_pretrained(tmp_path)
+    model.norm.to(np.float64)
+    with pytest.raises(ValueError, match=r"cannot hold this model's parameters of several "
+                                         r"dtypes$"):
+        model.save_pretrained(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    model.norm.to(np.float32)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()
 

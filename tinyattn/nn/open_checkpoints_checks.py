@@ -2,6 +2,14 @@
 family's files cannot hold, which `from_pretrained` and `save_pretrained` (nn/open_checkpoints.py)
 refuse by name."""
 from tinyattn.nn.families import FIXED
+from tinyattn.nn.layers import Embedding, Linear
+from tinyattn.nn.open_decoder import DecoderBlock, OpenDecoder
+from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
+
+# The layers a decoder is made of, each exactly of its class: a subclass (a LoRALinear is a
+# Linear) computes something else, which a family's files have no place for.
+DECODER_LAYERS = (OpenDecoder, Embedding, DecoderBlock, RMSNorm, GroupedQueryAttention,
+                  GatedFeedForward, Linear)
 
 
 def unimplemented(config, family):
@@ -30,9 +38,10 @@ def unimplemented(config, family):
 
 
 def family_holds_it(self, folder):
-    """save_pretrained: the family's layout holds the model (nn/open_checkpoints.py): no LoRA
-    adapter unmerged, every switch the family's code fixes at its value there, and sliding layers
-    only where the family has them (none in llama, all or none in mistral)."""
+    """save_pretrained: the family's layout holds the model (nn/open_checkpoints.py): every switch
+    the family's code fixes at its value there, sliding layers only where the family has them
+    (none in llama, all or none in mistral); the decoder's layers alone (no LoRA adapter left
+    unmerged), nothing attached to their hook points, one dtype."""
     settings = self.settings
     differences = [f"{name}={getattr(settings, name)!r} ({settings.model_type} has {value!r})"
                     for name, value in FIXED[settings.model_type].items()
@@ -45,8 +54,20 @@ def family_holds_it(self, folder):
     if settings.qkv_bias != settings.out_bias and settings.model_type != "qwen2":
         differences.append(f"qkv_bias={settings.qkv_bias} with out_bias={settings.out_bias} "
                            f"(one attention_bias for all four)")
-    if any(".lora_" in name for name in self.state_dict()):
-        differences.append("LoRA adapters (merge_lora(model) first)")
+    others = [f"{name} (a {type(layer).__name__})" for name, layer in self.named_modules()
+              if type(layer) not in DECODER_LAYERS]
+    if others:
+        adapted = any(isinstance(layer, Linear) for layer in self.modules()
+                      if type(layer) not in DECODER_LAYERS)
+        differences.append("layers the decoder does not have: " + ", ".join(others)
+                           + (" (merge_lora(model) folds LoRA adapters into plain Linear layers;"
+                              " save_lora saves the adapters alone)" if adapted else ""))
+    attached = [f"{name or 'the model'} ({', '.join(layer.hooked)})"
+                for name, layer in self.named_modules() if layer.hooked]
+    if attached:
+        differences.append(f"functions attached to the hook points of {', '.join(attached)}")
+    if len({parameter.dtype for parameter in self.parameters()}) > 1:
+        differences.append("parameters of several dtypes")
     if differences:
         raise ValueError(f"a {settings.model_type} checkpoint cannot hold this model's "
                          f"{'; '.join(differences)}")
