@@ -148,6 +148,11 @@ def test_grouped_query_attention_is_sdpa_with_each_key_head_repeated_for_its_gro
     expected = F.scaled_dot_product_attention(q, k[:, heads], v[:, heads], is_causal=True)
     np.testing.assert_allclose(F.grouped_query_attention(q, k, v, is_causal=True).data,
                                expected.data, rtol=1e-13, atol=1e-14)
+    padding = np.array([True] * 5 + [False] * 2)[None, None, None, :].repeat(2, 0)   # (B,1,1,S)
+    padding[1, ..., 3] = False
+    expected = F.scaled_dot_product_attention(q, k[:, heads], v[:, heads], attn_mask=padding)
+    np.testing.assert_allclose(F.grouped_query_attention(q, k, v, attn_mask=padding).data,
+                               expected.data, rtol=1e-13, atol=1e-14)
     # one key/value head per query head is chapter 1's attention
     k6, v6 = (ta.tensor(a) for a in arrays((2, 6, 7, 5), (2, 6, 7, 3), seed=1))
     np.testing.assert_allclose(F.grouped_query_attention(q, k6, v6).data,

@@ -50,8 +50,12 @@ def grouped_weights(query, key, attn_mask=None, scale=None):
     K, S = key.shape[1], key.shape[2]
     G = H // K
     stacked = query.reshape(B, K, G * L, E)              # (B, K, G L, E): a group's queries
-    if attn_mask is not None:                            # the mask of each head, stacked alike
-        attn_mask = np.broadcast_to(attn_mask, (B, H, L, S)).reshape(B, K, G * L, S)
+    if attn_mask is not None:                            # each head's mask, stacked alike
+        attn_mask = np.asarray(attn_mask)
+        if attn_mask.ndim <= 2:                          # one mask for every head
+            attn_mask = np.tile(np.broadcast_to(attn_mask, (L, S)), (G, 1))      # (G L, S)
+        else:
+            attn_mask = np.broadcast_to(attn_mask, (B, H, L, S)).reshape(B, K, G * L, S)
     weights = attention_weights(stacked, key, attn_mask, scale=scale)   # (B, K, G L, S)
     return weights.reshape(B, H, L, S)                   # (B, H, L, S)
 
