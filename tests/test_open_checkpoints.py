@@ -258,6 +258,8 @@ def set_rope(config, **values):
      r"rope_scaling of rope_type 'yarn' \(implemented: 'default', 'linear', 'llama3'\)$"),
     ("qwen3", lambda c: set_rope(c, partial_rotary_factor=0.5),
      r"partial_rotary_factor 0.5 \(every feature of a head turns here\)$"),
+    ("llama", lambda c: c.update(partial_rotary_factor=0.25),
+     r"partial_rotary_factor 0.25 \(every feature of a head turns here\)$"),
     ("llama", lambda c: set_rope(c, mscale=0.7), r"rope_scaling of rope_type 'llama3' with "
                                                  r"mscale \(known: factor, low_freq_factor, "
                                                  r"high_freq_factor, "
@@ -329,6 +331,10 @@ def drop_weight(name):
      r"config.json is not valid JSON"),
     ("qwen3", lambda folder: (folder / "config.json").write_text('{"hidden_size": 8}'),
      ValueError, r"config.json names no model_type"),
+    ("mistral", lambda folder: (folder / "config.json").write_text(json.dumps(
+        {**json.loads((folder / "config.json").read_text()), "head_dim": "8"})), ValueError,
+     r"config.json gives settings the decoder cannot run: settings.head_dim must be an integer "
+     r"of at least 1, got '8'$"),
     ("qwen3", lambda folder: (folder / "config.json").write_text('{"model_type": "qwen3"}'),
      ValueError, r"config.json's vocab_size, hidden_size, intermediate_size, num_hidden_layers, "
                  r"num_attention_heads must be integers"),

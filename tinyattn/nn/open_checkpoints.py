@@ -48,6 +48,7 @@ from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES
                                   LAYER_TYPES, SIZES, THEIR_ACTIVATION, THETA)
 from tinyattn.nn.module import extends
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
+from tinyattn.nn.open_decoder_checks import settings_fit
 from tinyattn.nn.pretrained import read_stored_weights, shown
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
@@ -67,6 +68,8 @@ LAYOUT = [
     ("blocks.N.attn.out_proj.bias",   "model.layers.N.self_attn.o_proj.bias"),
     ("blocks.N.attn.q_norm.weight",   "model.layers.N.self_attn.q_norm.weight"),
     ("blocks.N.attn.k_norm.weight",   "model.layers.N.self_attn.k_norm.weight"),
+    # the trap (see the top of this file): Gemma 3's norm of the attention's output, and the norm
+    # before the feed-forward in every other family; Gemma 3's is in SANDWICH_LAYOUT below
     ("blocks.N.attn_out_norm.weight", "model.layers.N.post_attention_layernorm.weight"),
     ("blocks.N.mlp_norm.weight",      "model.layers.N.post_attention_layernorm.weight"),
     ("blocks.N.mlp.gate.weight",      "model.layers.N.mlp.gate_proj.weight"),
@@ -155,7 +158,13 @@ def settings_from_config(config, folder):
                 local_rope_theta=local_rope_theta, sliding_window=window, layer_types=kinds,
                 final_logit_softcapping=given.get("final_logit_softcapping"),
                 tied_head=bool(given["tie_word_embeddings"]), model_type=family)
-    return DecoderSettings(**{**read, **FIXED[family]})
+    settings = DecoderSettings(**{**read, **FIXED[family]})
+    try:                          # the decoder's own door is not checked inside from_pretrained's
+        settings_fit(None, settings)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the folder {folder!r}: config.json gives settings the decoder cannot "
+                         f"run: {error}") from None
+    return settings
 
 
 def rotary_of(config, family, refused):

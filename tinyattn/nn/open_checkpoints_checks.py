@@ -19,6 +19,9 @@ def unimplemented(config, family):
     refused = []
     if config.get("attention_dropout", 0.0):
         refused.append(f"attention_dropout {config['attention_dropout']} (no dropout here)")
+    if config.get("partial_rotary_factor", 1.0) != 1.0:
+        refused.append(f"partial_rotary_factor {config['partial_rotary_factor']} (every feature "
+                       f"of a head turns here)")
     if config.get("quantization_config") is not None:
         method = config["quantization_config"].get("quant_method", "?") \
             if isinstance(config["quantization_config"], dict) else "?"
