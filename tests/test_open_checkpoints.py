@@ -16,6 +16,7 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
+import tinyattn.viz as viz
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
@@ -234,6 +235,39 @@ def test_a_sharded_checkpoint_is_read_through_its_index(tmp_path, references):
     np.testing.assert_array_equal(
         logits_of(nn.from_pretrained(sharded_copy("qwen3", tmp_path), np.float64), ids),
         logits_of(nn.from_pretrained(folder_of("qwen3"), np.float64), ids))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_chapter_4s_tools_and_the_cache_work_on_every_family(family, references):
+    """run_with_cache (chapter 4's names), hooks, add_lora and merge_lora, the attention view;
+    the cache holds the key/value heads, a sliding layer its window, nbytes the formula."""
+    model, ids = nn.from_pretrained(folder_of(family)), references[family]["input_ids"]
+    logits, cache = model.run_with_cache(ids)
+    np.testing.assert_array_equal(logits.data, logits_of(model, ids))
+    assert {"embed", "blocks.0.resid_pre", "blocks.1.attn.weights", "blocks.1.resid_post",
+            "final"} <= set(cache)
+    assert cache["blocks.1.attn.weights"].shape == (2, 4, 12, 12)
+    with model.hooks({"blocks.0.attn.heads": lambda heads: heads * 0.0}):
+        assert np.abs(logits_of(model, ids) - logits.data).max() > 1e-3
+    nn.add_lora(model, rank=2)
+    for layer in model.modules():
+        if isinstance(layer, nn.LoRALinear):
+            layer.lora_B.data[...] = 0.1
+    adapted = logits_of(model, ids)
+    assert np.abs(adapted - logits.data).max() > 1e-3
+    np.testing.assert_allclose(logits_of(nn.merge_lora(model), ids), adapted, rtol=0, atol=1e-5)
+    _, weights = model(ids, return_weights=True)
+    assert "2 x 4 (layers x heads)" in viz.attention_view([str(i) for i in ids[0]],
+                                                          weights)._repr_html_()
+    kv_cache = model.empty_cache()
+    with ta.no_grad():
+        model(ids, cache=kv_cache)
+    settings = model.settings
+    kept = [settings.sliding_window if kind == "sliding" else 12 for kind in settings.kinds()]
+    assert [layer.keys.shape for layer in kv_cache.layers] == \
+        [(2, settings.num_kv_heads, tokens, settings.head_dim) for tokens in kept]
+    assert kv_cache.nbytes == sum(2 * 2 * settings.num_kv_heads * tokens * settings.head_dim * 4
+                                  for tokens in kept)
 
 
 def test_a_gpt2_folder_gives_chapter_3s_model():

@@ -12,7 +12,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.viz as viz
 from tinyattn.interpretability import ablate_head
-from tinyattn_tools.checklist.chapter5 import FAMILIES, off_their_start
+from tinyattn_tools.checklist.chapter5 import SWITCHES, off_their_start
 
 V, E, B, T = 13, 16, 2, 11
 SIZES = dict(vocab_size=V, hidden_size=E, intermediate_size=24, num_layers=3, num_heads=4,
@@ -20,7 +20,7 @@ SIZES = dict(vocab_size=V, hidden_size=E, intermediate_size=24, num_layers=3, nu
 SETTINGS = {name.split("'")[0]: nn.DecoderSettings(**{**SIZES, **switches,
                                                       "num_layers": 2 if "layer_types" in switches
                                                       else 3})
-            for name, switches in FAMILIES.items()}
+            for name, switches in SWITCHES.items()}
 MISTRAL = nn.DecoderSettings(**SIZES, sliding_window=4, layer_types=("sliding",) * 3,
                              model_type="mistral")
 

@@ -120,7 +120,7 @@ def cached_attention_step():
 
 TINY = dict(vocab_size=7, hidden_size=8, intermediate_size=12, num_layers=2, num_heads=4,
             num_kv_heads=2, head_dim=4)
-FAMILIES = {      # Llama 3: llama3 rotary, biases, an untied head; Qwen3: QK-norm, a sliding layer,
+SWITCHES = {      # Llama 3: llama3 rotary, biases, an untied head; Qwen3: QK-norm, a sliding layer,
     # a tied head; Gemma 3: multi-query, local/global layers, sandwich norms, softcapping
     "Llama 3's switches": dict(
         rope_scaling=LLAMA3, qkv_bias=True, out_bias=True, mlp_bias=True),
@@ -196,9 +196,9 @@ LAYER_CASES = [
     LayerCase("GroupedQueryAttention, cached sliding step (random directions)",
               cached_attention_step, directions=6),
     *[LayerCase(f"OpenDecoder, {name} (random directions)", decoder(switches), directions=4)
-      for name, switches in FAMILIES.items()],
+      for name, switches in SWITCHES.items()],
     LayerCase("OpenDecoder, Gemma 3's switches, cached step (random directions)",
-              decoder(FAMILIES["Gemma 3's switches"],
+              decoder(SWITCHES["Gemma 3's switches"],
                       cached=True), directions=4),
 ]
 
