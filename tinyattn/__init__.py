@@ -18,6 +18,10 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     tokenizer_json.py     chapter 5, today's open models: their tokenizer.json (split_patterns.py:
                           Llama 3's and Qwen's patterns; chat_template.py: the text of a chat),
                           read by tinyattn.tokenizer.from_pretrained
+    nn/open_*.py          and the models, as one decoder with settings (Llama, Mistral, Qwen,
+                          Gemma), read from their own files (nn.from_pretrained); their pieces:
+                          ops/rms_norm.py, ops/silu.py, ops/rotate_half.py,
+                          functional/grouped_query.py
     tools/                around it: the command line, the checklist of gradient checks,
                           benchmarks, drawing, downloads, exercises
 """

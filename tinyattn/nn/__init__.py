@@ -12,6 +12,10 @@ chapter's layers; read the files in this order:
                CausalTransformer.from_pretrained reads and save_pretrained writes)
     chapter 4  hooks (every layer's activations by name: Module.run_with_cache and Module.hooks),
                lora (low-rank adapters: LoRALinear, add_lora, merge_lora, save_lora, load_lora)
+    chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), open_decoder (Llama,
+               Mistral, Qwen and Gemma as one OpenDecoder with DecoderSettings, its cache and
+               generate), families (what each family fixes), open_checkpoints (from_pretrained
+               for every family, save_pretrained)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -28,9 +32,14 @@ from tinyattn.nn.experts import MixtureOfExperts
 from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, from_pretrained)
 from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hooks)
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
+from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAttention
+from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
+from tinyattn.nn.open_checkpoints import from_pretrained
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
            "CausalTransformer",
            "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts",
-           "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora"]
+           "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
+           "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "DecoderSettings", "OpenDecoder",
+           "DecoderCache", "from_pretrained"]

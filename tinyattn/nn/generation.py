@@ -143,15 +143,15 @@ def generate(self, ids, max_new_tokens, temperature=1.0, top_k=None, use_cache=T
     return ids
 
 
-def samplable(logits, step):
+def samplable(logits, step, caller="CausalTransformer.generate"):
     """Logits (B, V) a token can be drawn from: no NaN, no +inf, and in every row a logit above
-    -inf (a -inf alone is a token ruled out, weight 0)."""
+    -inf (a -inf alone is a token ruled out, weight 0); the error begins with `caller`."""
     nan, inf = np.isnan(logits).any(axis=-1), (logits == np.inf).any(axis=-1)     # (B,)
     ruled_out = (logits == -np.inf).all(axis=-1)                                   # (B,)
     if nan.any() or inf.any() or ruled_out.any():
         row = int(np.argmax(nan | inf | ruled_out))
         what = "NaN" if nan[row] else "+inf" if inf[row] else "only -inf"
-        raise ValueError(f"CausalTransformer.generate: step {step}, row {row}: the logits hold "
+        raise ValueError(f"{caller}: step {step}, row {row}: the logits hold "
                          f"{what}, so there is no distribution to draw from: the model's "
                          f"numbers overflowed or are NaN (np.isfinite on each parameter tells)")
 

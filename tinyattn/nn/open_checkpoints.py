@@ -1,0 +1,365 @@
+"""Chapter 5. Today's checkpoints: `nn.from_pretrained(folder)` reads a model folder of any family
+of this chapter (or GPT-2's, chapter 3) and `save_pretrained` writes one back.
+
+A folder in Hugging Face's layout holds config.json and model.safetensors (or shards and their
+index, read as chapter 3 reads them). config.json's `model_type` names the family:
+
+    gpt2                             chapter 3's CausalTransformer.from_pretrained
+    llama, mistral, qwen2, qwen3,    the OpenDecoder (nn/open_decoder.py), its DecoderSettings
+    gemma3_text                      read from config.json as transformers reads it
+
+Two things make reading a config more than copying numbers:
+
+1. Each family's code fixes some switches whatever its config says (FIXED: Qwen3 always norms
+   its queries and keys, Qwen2 always has q, k, v biases, Gemma always scales its embedding), and
+   a key the file leaves out means the family's default in transformers (DEFAULTS: a Mistral
+   config without sliding_window slides with a window of 4096, a Qwen3 one without head_dim has
+   head_dim 128). Switches mean what transformers makes them mean: Qwen2's and Qwen3's
+   sliding_window counts only with use_sliding_window, and then on the layers from
+   max_window_layers on (or as layer_types says); Mistral's applies to every layer; Gemma 3's to
+   the layers layer_types (or sliding_window_pattern) marks "sliding_attention".
+2. Two layouts of the rotary settings: the hub's (`rope_theta`, `rope_scaling`,
+   `rope_local_base_freq` for Gemma 3's local layers) and transformers 5's (`rope_parameters`,
+   per layer type for Gemma 3: "full_attention", "sliding_attention"). Both are read;
+   `rope_scaling` wins over `rope_parameters`, as in transformers.
+
+What the decoder does not compute is refused by name, never approximated: another model_type,
+an activation other than SiLU or tanh-GELU, a rope_type other than default, linear or llama3
+(YaRN, dynamic, longrope), a partial rotary, attention softcapping, bidirectional attention,
+dropout, a quantized checkpoint.
+
+The weights' names (LAYOUT) are transformers' LlamaForCausalLM's, shared by every family here,
+with one trap: Llama calls the norm before its feed-forward `post_attention_layernorm` (it comes
+after the attention); Gemma 3, which has a norm on the attention's output as well, gives that one
+the name and calls the feed-forward's `pre_feedforward_layernorm`.
+"""
+import json
+import os
+import re
+
+import numpy as np
+
+from tinyattn.arguments import door, floating_dtype
+from tinyattn.functional.rotate_half_checks import SCALING_KEYS
+from tinyattn.model_folders import model_folder
+from tinyattn.nn import open_checkpoints_checks as checks
+from tinyattn.nn.causal_transformer import CausalTransformer
+from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
+                                  LAYER_TYPES, SIZES, THEIR_ACTIVATION, THETA)
+from tinyattn.nn.module import extends
+from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
+from tinyattn.nn.open_decoder_checks import settings_fit
+from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.safetensors import replaced_atomically, save_safetensors
+
+KEPT = ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings")
+
+# tinyattn's name (N: the block)    the checkpoint's name (transformers' ...ForCausalLM)
+LAYOUT = [
+    ("embed.weight",                  "model.embed_tokens.weight"),
+    ("blocks.N.attn_norm.weight",     "model.layers.N.input_layernorm.weight"),
+    ("blocks.N.attn.q_proj.weight",   "model.layers.N.self_attn.q_proj.weight"),
+    ("blocks.N.attn.q_proj.bias",     "model.layers.N.self_attn.q_proj.bias"),
+    ("blocks.N.attn.k_proj.weight",   "model.layers.N.self_attn.k_proj.weight"),
+    ("blocks.N.attn.k_proj.bias",     "model.layers.N.self_attn.k_proj.bias"),
+    ("blocks.N.attn.v_proj.weight",   "model.layers.N.self_attn.v_proj.weight"),
+    ("blocks.N.attn.v_proj.bias",     "model.layers.N.self_attn.v_proj.bias"),
+    ("blocks.N.attn.out_proj.weight", "model.layers.N.self_attn.o_proj.weight"),
+    ("blocks.N.attn.out_proj.bias",   "model.layers.N.self_attn.o_proj.bias"),
+    ("blocks.N.attn.q_norm.weight",   "model.layers.N.self_attn.q_norm.weight"),
+    ("blocks.N.attn.k_norm.weight",   "model.layers.N.self_attn.k_norm.weight"),
+    # the trap (see the top of this file): Gemma 3's norm of the attention's output, and the norm
+    # before the feed-forward in every other family; Gemma 3's is in SANDWICH_LAYOUT below
+    ("blocks.N.attn_out_norm.weight", "model.layers.N.post_attention_layernorm.weight"),
+    ("blocks.N.mlp_norm.weight",      "model.layers.N.post_attention_layernorm.weight"),
+    ("blocks.N.mlp.gate.weight",      "model.layers.N.mlp.gate_proj.weight"),
+    ("blocks.N.mlp.gate.bias",        "model.layers.N.mlp.gate_proj.bias"),
+    ("blocks.N.mlp.up.weight",        "model.layers.N.mlp.up_proj.weight"),
+    ("blocks.N.mlp.up.bias",          "model.layers.N.mlp.up_proj.bias"),
+    ("blocks.N.mlp.down.weight",      "model.layers.N.mlp.down_proj.weight"),
+    ("blocks.N.mlp.down.bias",        "model.layers.N.mlp.down_proj.bias"),
+    ("blocks.N.mlp_out_norm.weight",  "model.layers.N.post_feedforward_layernorm.weight"),
+    ("norm.weight",                   "model.norm.weight"),
+    ("head.weight",                   "lm_head.weight"),
+]
+SANDWICH_LAYOUT = {"blocks.N.mlp_norm.weight": "model.layers.N.pre_feedforward_layernorm.weight"}
+BUFFERS = ("rotary_emb.inv_freq",)         # old checkpoints store the rotary's frequencies
+
+
+def checkpoint_names(model):
+    """{tinyattn's name: the checkpoint's} for every parameter of `model` (a tied head is the
+    embedding, listed once, so it has no lm_head.weight)."""
+    table = dict(LAYOUT)
+    if model.settings.sandwich_norms:
+        table.update(SANDWICH_LAYOUT)
+    names = {}
+    for ours in model.state_dict():
+        number = re.match(r"blocks\.(\d+)\.", ours)
+        pattern = ours if number is None else ours.replace(number.group(0), "blocks.N.", 1)
+        theirs = table[pattern]
+        names[ours] = theirs if number is None else theirs.replace(".N.", f".{number.group(1)}.")
+    return names
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading
+
+def read_config(folder):
+    """config.json of a model folder as a dict with a model_type."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"the folder {folder!r} has no config.json: a model folder in "
+                                f"Hugging Face's layout holds config.json and model.safetensors")
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"the folder {folder!r}: config.json is not valid JSON ({error})") \
+            from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ValueError(f"the folder {folder!r}: config.json names no model_type (the family "
+                         f"of model it describes)")
+    return config
+
+
+def settings_from_config(config, folder):
+    """The DecoderSettings of a config.json of one of FAMILIES, read as transformers reads it;
+    a ValueError listing everything in it that the decoder does not compute."""
+    family = config["model_type"]
+    if family not in FAMILIES:
+        raise ValueError(f"the folder {folder!r}: config.json's model_type {family!r} is not one "
+                         f"from_pretrained reads ({', '.join(('gpt2',) + FAMILIES)})")
+    given = {**DEFAULTS[family], **config}
+    missing = [key for key in SIZES if not isinstance(given.get(key), int)]
+    if missing:
+        raise ValueError(f"the folder {folder!r}: config.json's {', '.join(missing)} must be "
+                         f"integers (a {family} config gives {', '.join(SIZES)})")
+    refused = checks.unimplemented(given, family)
+    rope_theta, rope_scaling, local_rope_theta = rotary_of(given, family, refused)
+    window, kinds = sliding_of(given, family, refused)
+    activation = given.get("hidden_activation" if family == "gemma3_text" else "hidden_act")
+    if activation not in ACTIVATIONS:
+        refused.append(f"activation {activation!r} (the gate's is SiLU, 'silu', or tanh-GELU, "
+                       f"'gelu_pytorch_tanh')")
+    if refused:
+        raise ValueError(f"the folder {folder!r}: config.json asks for what the decoder does not "
+                         f"compute: {'; '.join(refused)}")
+    heads = given["num_attention_heads"]
+    bias = bool(given.get("attention_bias", False))
+    read = dict(vocab_size=given["vocab_size"], hidden_size=given["hidden_size"],
+                intermediate_size=given["intermediate_size"],
+                num_layers=given["num_hidden_layers"], num_heads=heads,
+                num_kv_heads=given["num_key_value_heads"] or heads,
+                head_dim=given["head_dim"] or given["hidden_size"] // heads,
+                norm_eps=given["rms_norm_eps"], activation=ACTIVATIONS[activation],
+                mlp_bias=bool(given.get("mlp_bias", False)), qkv_bias=bias, out_bias=bias,
+                query_pre_attn_scalar=given.get("query_pre_attn_scalar"),
+                rope_theta=rope_theta, rope_scaling=rope_scaling,
+                local_rope_theta=local_rope_theta, sliding_window=window, layer_types=kinds,
+                final_logit_softcapping=given.get("final_logit_softcapping"),
+                tied_head=bool(given["tie_word_embeddings"]), model_type=family)
+    settings = DecoderSettings(**{**read, **FIXED[family]})
+    try:                          # the decoder's own door is not checked inside from_pretrained's
+        settings_fit(None, settings)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the folder {folder!r}: config.json gives settings the decoder cannot "
+                         f"run: {error}") from None
+    return settings
+
+
+def rotary_of(config, family, refused):
+    """(rope_theta, rope_scaling, local_rope_theta) from either layout of a config; what the
+    decoder does not compute is added to `refused`."""
+    parameters = config.get("rope_parameters") or {}
+    scaling = config.get("rope_scaling")
+    if family != "gemma3_text":
+        rope = dict(scaling or parameters)
+        rope.setdefault("rope_theta", config.get("rope_theta", 10_000.0))
+        if rope.get("rope_type", rope.get("type")) == "llama3":
+            rope.setdefault("original_max_position_embeddings", config["max_position_embeddings"])
+        return float(rope["rope_theta"]), scaling_of(rope, "rope_scaling", refused), None
+    global_theta, local_theta = THETA[family]
+    full = dict(parameters.get("full_attention") or {})
+    local = dict(parameters.get("sliding_attention") or {})
+    full.update(scaling or {})
+    full.setdefault("rope_theta", config.get("rope_theta", global_theta))
+    local.setdefault("rope_theta", config.get("rope_local_base_freq", local_theta))
+    if scaling_of(local, "the sliding layers' rope_parameters", refused) is not None:
+        refused.append("rotary scaling on the sliding layers (Gemma 3 scales its global ones)")
+    return (float(full["rope_theta"]), scaling_of(full, "rope_scaling", refused),
+            float(local["rope_theta"]))
+
+
+def scaling_of(rope, called, refused):
+    """The rope_scaling setting (None, or {"rope_type": "linear" or "llama3", ...}) of a
+    config's rotary dict, or a refusal added to `refused`."""
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in SCALING_KEYS:
+        refused.append(f"{called} of rope_type {kind!r} (implemented: "
+                       f"{', '.join(map(repr, SCALING_KEYS))})")
+        return None
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        refused.append(f"partial_rotary_factor {rope['partial_rotary_factor']} (every feature of "
+                       f"a head turns here)")
+    unknown = sorted(set(rope) - {"rope_type", "type", "rope_theta", "partial_rotary_factor",
+                                  *SCALING_KEYS[kind]})
+    if unknown:
+        refused.append(f"{called} of rope_type {kind!r} with {', '.join(unknown)} (known: "
+                       f"{', '.join(SCALING_KEYS[kind]) or 'none'})")
+    if kind == "default":
+        return None
+    return {"rope_type": kind, **{key: rope[key] for key in SCALING_KEYS[kind] if key in rope}}
+
+
+def sliding_of(config, family, refused):
+    """(sliding_window, layer kinds) as the family's transformers code sets them: see the top of
+    this file. None for the kinds when every layer is full."""
+    layers = config["num_hidden_layers"]
+    window = config.get("sliding_window")
+    if family == "llama":
+        return None, None
+    if family == "mistral":
+        return window, None if window is None else ("sliding",) * layers
+    if family in ("qwen2", "qwen3"):
+        window = window if config.get("use_sliding_window") else None
+        names = config.get("layer_types") or [
+            "sliding_attention" if window is not None and i >= config["max_window_layers"]
+            else "full_attention" for i in range(layers)]
+    else:
+        pattern = config.get("sliding_window_pattern", 6)
+        names = config.get("layer_types") or [
+            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+    unknown = sorted(set(names) - set(LAYER_TYPES))
+    if unknown or len(names) != layers:
+        refused.append(f"layer_types {names} (one of {', '.join(LAYER_TYPES)} per layer)")
+        return window, None
+    kinds = tuple(LAYER_TYPES[name] for name in names)
+    if "sliding" in kinds and window is None:
+        refused.append("sliding layers without a sliding_window (use_sliding_window false)")
+    return window, kinds if "sliding" in kinds else None
+
+
+def state_from_checkpoint(model, folder):
+    """{tinyattn's name: array} of `model`'s parameters from the folder's weights, checked: each
+    weight there, of its parameter's shape, in floating point, and no other (a tied head may be
+    stored too, equal to the embedding)."""
+    stored, source = read_stored_weights(folder)
+    stored = {name: array for name, array in stored.items() if not name.endswith(BUFFERS)}
+    names = checkpoint_names(model)
+    parameters = dict(model.named_parameters())
+    if model.settings.tied_head and "lm_head.weight" in stored:
+        head = stored.pop("lm_head.weight")
+        embedding = stored.get("model.embed_tokens.weight")
+        if embedding is not None and not np.array_equal(head, embedding):
+            raise ValueError(f"the folder {folder!r}: {source} holds an lm_head.weight other "
+                             f"than the embedding, but config.json ties them "
+                             f"(tie_word_embeddings)")
+    missing = [theirs for theirs in names.values() if theirs not in stored]
+    unexpected = [name for name in stored if name not in names.values()]
+    if missing or unexpected:
+        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
+                         f"{model.settings.model_type} config, {source} "
+                         + "; ".join(f"{what} {shown(found)}" for what, found in
+                                     (("lacks", missing), ("also holds", unexpected)) if found))
+    for ours, theirs in names.items():
+        array = stored[theirs]
+        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
+            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
+                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
+                             f" in floating point")
+    return {ours: stored[theirs] for ours, theirs in names.items()}
+
+
+@door(dtype=floating_dtype)
+def from_pretrained(folder, dtype=np.float32):
+    """The model of a folder in Hugging Face's layout (config.json and model.safetensors, or the
+    shards a model.safetensors.index.json lists), or of a name `python -m tinyattn download`
+    fetched, in eval mode, its parameters of `dtype`: chapter 3's CausalTransformer for a GPT-2
+    folder, the OpenDecoder for llama, mistral, qwen2, qwen3 and gemma3_text (see the top of this
+    file). Its logits are transformers' AutoModelForCausalLM's on the same ids. A folder that is
+    not such a folder (a file missing, a config asking for what the model does not compute,
+    weights that disagree with the config) is a FileNotFoundError or ValueError naming the
+    folder and what is wrong."""
+    try:
+        folder = model_folder(folder)
+        config = read_config(folder)
+    except (OSError, ValueError) as error:
+        raise type(error)(f"from_pretrained: {error}") from None
+    if config["model_type"] == "gpt2":
+        return CausalTransformer.from_pretrained(folder, dtype=dtype)
+    try:
+        model = OpenDecoder(settings_from_config(config, folder), dtype=dtype)
+        model.load_state_dict(state_from_checkpoint(model, folder))
+    except (OSError, ValueError) as error:
+        raise type(error)(f"from_pretrained: {error}") from None
+    model.config = config
+    return model.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing
+
+def family_config(model):
+    """The config.json of `model` in its family's layout, the hub's (rope_theta, rope_scaling,
+    rope_local_base_freq), which every version of transformers reads; ids and the context length
+    come from the config it was read from, where there was one."""
+    s = model.settings
+    kinds = s.kinds()
+    config = {"architectures": [ARCHITECTURES[s.model_type]], "model_type": s.model_type,
+              "vocab_size": s.vocab_size, "hidden_size": s.hidden_size,
+              "intermediate_size": s.intermediate_size, "num_hidden_layers": s.num_layers,
+              "num_attention_heads": s.num_heads, "num_key_value_heads": s.num_kv_heads,
+              "head_dim": s.head_dim, "rms_norm_eps": s.norm_eps,
+              "tie_word_embeddings": s.tied_head, "rope_theta": s.rope_theta,
+              "rope_scaling": s.rope_scaling, "attention_dropout": 0.0,
+              "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
+              "dtype": str(model.dtype)}
+    config["hidden_activation" if s.model_type == "gemma3_text" else "hidden_act"] = \
+        THEIR_ACTIVATION[s.activation]
+    if s.model_type in ("llama", "qwen3", "gemma3_text"):
+        config["attention_bias"] = s.qkv_bias
+    if s.model_type == "llama":
+        config["mlp_bias"] = s.mlp_bias
+    if s.model_type == "mistral":
+        config["sliding_window"] = s.sliding_window if "sliding" in kinds else None
+    if s.model_type in ("qwen2", "qwen3", "gemma3_text"):
+        names = {kind: name for name, kind in LAYER_TYPES.items()}
+        config["layer_types"] = [names[kind] for kind in kinds]
+        config["sliding_window"] = s.sliding_window
+    if s.model_type in ("qwen2", "qwen3"):
+        config["use_sliding_window"] = "sliding" in kinds
+        config["max_window_layers"] = kinds.index("sliding") if "sliding" in kinds else len(kinds)
+    if s.model_type == "gemma3_text":
+        config.update(query_pre_attn_scalar=s.query_pre_attn_scalar or s.head_dim,
+                      rope_local_base_freq=s.local_rope_theta or s.rope_theta,
+                      final_logit_softcapping=s.final_logit_softcapping,
+                      attn_logit_softcapping=None, use_bidirectional_attention=False)
+    read_from = model.config or {}
+    config.update({key: read_from[key] for key in KEPT if key in read_from})
+    return config
+
+
+def write_checkpoint(folder, model):
+    """config.json and model.safetensors of `model` in `folder` (made if missing), each written
+    whole or not at all."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    config = family_config(model)
+    with replaced_atomically(os.path.join(folder, "config.json"), "save_pretrained") as file:
+        file.write((json.dumps(config, indent=2) + "\n").encode("utf-8"))
+    state = model.state_dict()
+    weights = {theirs: state[ours] for ours, theirs in checkpoint_names(model).items()}
+    # transformers reads a safetensors file only if its metadata names the format "pt"
+    save_safetensors(os.path.join(folder, "model.safetensors"), weights, {"format": "pt"})
+
+
+@extends(OpenDecoder)
+@door(checks.family_holds_it)
+def save_pretrained(self, folder):
+    """Write config.json and model.safetensors of this model to `folder` (made if missing) in its
+    family's layout (settings.model_type), which `nn.from_pretrained` and transformers'
+    `AutoModelForCausalLM.from_pretrained` read to the same logits. What that layout cannot
+    hold is refused, never dropped: a setting the family's code fixes otherwise (QK-norm in a
+    llama, no q, k, v biases in a qwen2), sliding layers where the family has none, or LoRA
+    adapters not merged. Each file is written whole or not at all."""
+    write_checkpoint(folder, self)
