@@ -143,6 +143,17 @@ class LoRALinear(Linear):
 ATTENTION = ("*q_proj", "*k_proj", "*v_proj", "*out_proj")     # every attention projection
 
 
+def weight_of(linear):
+    """The (out, in) matrix a Linear multiplies by, as a Tensor: its `weight`, and for a
+    LoRALinear its weight plus the update, W + (alpha / rank) B A (what `merge()` would hold),
+    made with tinyattn's ops so that gradients reach A and B. What reads a layer's weights
+    (chapter 4's circuits: each head's result, the QK and OV circuits) reads them through this,
+    so that an adapted model is read as it computes."""
+    if not isinstance(linear, LoRALinear):
+        return linear.weight                                             # (out, in)
+    return linear.weight + linear.scale * (linear.lora_B @ linear.lora_A)     # (out, in)
+
+
 def linear_layers(model):
     """{dotted name: layer} of every Linear in `model` (LoRALinear included), depth first;
     "blocks.0.attn.q_proj" is `model.blocks[0].attn.q_proj`."""
