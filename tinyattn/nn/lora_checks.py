@@ -12,6 +12,12 @@ def a_module(name, value):
         raise TypeError(f"{name} must be an nn.Module, got {type(value).__name__}")
 
 
+def text(name, value):
+    """A str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
 def patterns(name, value):
     """A shell-style pattern ("*q_proj"), or a non-empty list or tuple of them."""
     values = [value] if isinstance(value, str) else value
