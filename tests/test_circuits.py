@@ -211,7 +211,8 @@ def test_a_score_is_the_score_of_the_circuits():
     model = small_model()
     qk, _ = circuits_by_hand(model.blocks[2].attn, 1)
     _, ov = circuits_by_hand(model.blocks[0].attn, 3)
-    ratio = lambda a, b: np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
+    def ratio(a, b):
+        return np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
     assert composition_scores(model, "k")[2, 1, 0, 3] == pytest.approx(ratio(qk, ov), rel=1e-12)
     assert composition_scores(model, "Q")[2, 1, 0, 3] == pytest.approx(ratio(ov.T, qk), rel=1e-12)
 

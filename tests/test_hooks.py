@@ -260,8 +260,8 @@ def test_each_heads_result_is_its_output_times_its_columns_of_out_proj(dtype):
         weight = block.attn.out_proj.weight.data                        # (E, E)
         assert result.shape == (B, T, H, E) and result.dtype == dtype
         for h in range(H):
-            np.testing.assert_allclose(result[:, :, h], heads[:, h] @ weight[:, h * D:(h + 1) * D].T,
-                                       **tolerance)
+            own_columns = weight[:, h * D:(h + 1) * D]                  # (E, D)
+            np.testing.assert_allclose(result[:, :, h], heads[:, h] @ own_columns.T, **tolerance)
         np.testing.assert_allclose(result.sum(axis=2) + block.attn.out_proj.bias.data,
                                    cache[f"blocks.{i}.attn.out"], **tolerance)
 

@@ -202,7 +202,7 @@ def composition_scores(model, kind):
     L_A, R_A = {"q": (W_K.swapaxes(-1, -2), W_Q),                       # W_QK^T = W_K^T W_Q
                 "k": (W_Q.swapaxes(-1, -2), W_K),                       # W_QK = W_Q^T W_K
                 "v": (W_O, W_V)}[kind]                                  # W_OV = W_O W_V
-    L_B, R_B = W_O, W_V                                                 # (layers, H, E, D), (.., D, E)
+    L_B, R_B = W_O, W_V                                                 # (layers, H, E, D), (D, E)
     gram_A = L_A.swapaxes(-1, -2) @ L_A                                 # (layers, H, D, D)
     gram_B = R_B @ R_B.swapaxes(-1, -2)                                 # (layers, H, D, D)
     norm_A = frobenius(gram_A, R_A @ R_A.swapaxes(-1, -2))              # (layers, H)

@@ -198,9 +198,9 @@ def run_with_cache(self, *inputs, names=None, **options):
     activations the forward pass computed, in the order it computed them; `names` (a list) keeps
     only those. The arrays are the activations' own `.data`, not copies: the values the rest of
     the forward pass used. (Every activation includes each attention's "result", H times the size
-    of its output: `names` leaves it out.) Under `ta.no_grad()` no graph is recorded, which is what reading needs;
-    functions attached by an enclosing `with model.hooks(...)` run first, so the cache holds what
-    they returned.
+    of its output: `names` can leave it out.) Under `ta.no_grad()` no graph is recorded, which is
+    what reading needs; functions attached by an enclosing `with model.hooks(...)` run first, so
+    the cache holds what they returned.
     """
     names = hooks_checks.names_to_cache(self, names)
     cache = {}

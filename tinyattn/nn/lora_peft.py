@@ -131,7 +131,9 @@ def peft_config(ranks, alphas, base_model_name_or_path):
     the end of a module's name), the first one's rank and alpha as `r` and `lora_alpha`, the
     others' where they differ in `rank_pattern` and `alpha_pattern`."""
     first = next(iter(ranks))
-    number = lambda value: int(value) if float(value).is_integer() else value
+
+    def number(value):                      # 24, not 24.0, as peft's own configs write it
+        return int(value) if float(value).is_integer() else value
     return {"peft_type": "LORA", "task_type": "CAUSAL_LM",
             "base_model_name_or_path": base_model_name_or_path,
             "r": ranks[first], "lora_alpha": number(alphas[first]),
