@@ -722,7 +722,7 @@ def plot_training(plt, history, patched, lost, circuit, attributions, path):
     axes["stream"].set(xlabel="position of the stream layer 1 reads (first copy, then second)",
                        title="patching the residual stream, one position at a time")
     return demo_tools.save_chart(figure, path, axes["loss"], axes["induction"], axes["heads"],
-                                 axes["stream"], axes["composition"])
+                                 axes["stream"])
 
 
 def plot_circuit(axes, steps, history, circuit, attributions):
@@ -730,14 +730,18 @@ def plot_circuit(axes, steps, history, circuit, attributions):
     if circuit["pairs"] is not None:
         for index, kind in enumerate("QKV"):
             axes["composition"].plot(steps, circuit["pairs"][:, index], color=f"C{index}",
-                                     label=f"{kind}: induction x previous-token heads")
+                                     label=f"{kind}-composition")
             if circuit["others"] is not None:
                 axes["composition"].plot(steps, circuit["others"][:, index], color=f"C{index}",
-                                         linestyle=":", label=f"{kind}: the other pairs")
+                                         linestyle=":")
     axes["composition"].axhline(1 / np.sqrt(WIDTH), color="gray", linestyle="--",
-                                label=f"1/sqrt({WIDTH}): random directions")
+                                label=f"1/sqrt({WIDTH}), random directions")
+    highest = max(np.max(line.get_ydata()) for line in axes["composition"].get_lines())
     axes["composition"].set(xlabel="training step", ylabel="composition score",
-                            title="second-layer heads reading first-layer heads")
+                            ylim=(0, 1.6 * highest),      # room for the legend above the lines
+                            title="induction x previous-token heads (dotted: other pairs)")
+    axes["composition"].legend(fontsize=7, ncol=2, loc="upper left")
+    axes["composition"].grid(alpha=0.3)
     for layer in range(LAYERS):
         for head in range(HEADS):
             axes["copying"].plot(steps, history["copying"][:, layer, head], color=f"C{head}",
