@@ -245,6 +245,14 @@ def test_the_chapter_pages_code_runs():
         exec(compile(block, str(PAGE), "exec"), namespace)
     assert namespace["lens"].shape == (3, 1, 12, 50) and len(namespace["seen"]) == 1
     assert namespace["measured"].keys() == namespace["estimated"].keys()
+    pieces, cache, ids = namespace["pieces"], namespace["cache"], namespace["ids"]
+    assert pieces["blocks.0.attn.result.0"].shape == (1, 12, 32)
+    np.testing.assert_allclose(sum(pieces.values()), cache["blocks.1.resid_post"], atol=1e-12)
+    assert sum(namespace["attributions"].values())[0] == pytest.approx(
+        namespace["logits"].data[0, -2, ids[0, -1]], abs=1e-10)
+    assert namespace["k_composition"].shape == (2, 4, 2, 4)
+    assert namespace["tokens_to_logits"].shape == (50, 50)
+    assert len(namespace["summary"].layers) == 8
 
 
 def test_a_patch_from_a_run_of_another_length_is_refused_naming_both_shapes():
