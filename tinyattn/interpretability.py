@@ -167,6 +167,8 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
         def keep(x):
             x.retain_grad()                     # dM/da stays on the activation after backward
             activations[name] = x
+            if name.rpartition(".")[2] == "result":     # each head's result is in the graph
+                return x * 1.0          # only when it replaces the output (nn/hooks.py): so it does
         return keep
 
     parameters = model.parameters()
@@ -186,7 +188,8 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
         a = activations[name]
         products = (source[name] - a.data) * a.grad                  # (B, H, T, D), (B, T, E)
         summed = tuple(axis for axis in range(a.ndim) if axis not in kept)
-        estimates[name] = products.sum(axis=summed, dtype=np.float64)
+        estimate = products.sum(axis=summed, dtype=np.float64)       # the kept axes, in order
+        estimates[name] = estimate.transpose([sorted(kept).index(axis) for axis in kept])
     return estimates
 
 
