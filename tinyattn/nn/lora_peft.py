@@ -54,7 +54,6 @@ from tinyattn.safetensors import opened_to_read, read_safetensors, replaced_atom
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 KEY_PREFIX = "base_model.model."           # peft's prefix, before GPT2LMHeadModel's own names
-THIRDS = ("q_proj", "k_proj", "v_proj")     # c_attn's thirds, in order
 # GPT-2's module of each tinyattn Linear of a block (N), and its third of c_attn (None: all of it)
 MODULES = {ours.removesuffix(".weight"): (theirs.removesuffix(".weight"), third)
            for ours, theirs, third, transposed in LAYOUT if transposed}
