@@ -269,6 +269,16 @@ def test_a_folder_that_does_not_fit_is_named_and_changes_nothing(tmp_path, confi
     assert not adapters(model) and all(p.requires_grad for p in model.parameters())
 
 
+def test_a_folder_for_another_gpt2_is_named_and_changes_nothing(tmp_path):
+    write_peft_folder(tmp_path, dense_adapters())
+    ta.manual_seed(0)
+    other = nn.CausalTransformer(50, 16, 2, 2, max_len=8, positional="learned", tied_head=True)
+    with pytest.raises(ValueError, match=r"^load_lora: the folder '.*': blocks\.0\.attn\.q_proj"
+                                         r"\.lora_A has shape \(4, 32\), the layer's is \(4, 16\)"):
+        nn.load_lora(other, tmp_path)
+    assert not adapters(other)
+
+
 def test_a_folder_without_peft_s_files_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"^load_lora: there is no peft adapter file "
                                                 r"'.*adapter_model\.safetensors'"):
