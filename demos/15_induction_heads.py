@@ -1,4 +1,5 @@
-"""Demo 15: induction heads form: a circuit born in training, found, switched off and patched.
+"""Demo 15: induction heads form: a circuit born in training, found, read from its weights,
+switched off and patched.
 
 What it shows: a transformer of two attention layers and nothing else, trained by tinyattn on
 random tokens whose second half repeats the first, learns to copy: the loss on the repeated half
@@ -22,7 +23,12 @@ every evaluation the loss on each half and each head's two scores (on held-out s
     previous-token score  the weight from each token to the one before it, averaged
 
 and names the steps where the repeated-half loss has made 10%, half and 90% of its fall, and
-the steps where a head of either kind first scores above THRESHOLD. Then, with chapter 4's
+the steps where a head of either kind first scores above THRESHOLD. It also reads the circuit
+from the weights alone at every evaluation (tinyattn/circuits.py): how much each second-layer
+head's key reads what each first-layer head writes (K-composition, against Q- and
+V-composition), and how much each head's OV circuit copies (the share of tokens whose own logit
+is the largest of W_E W_OV^T W_U^T). After training, direct logit attribution names the pieces
+of the residual stream that push the right token on the repeated half. Then, with chapter 4's
 hooks (`model.hooks`), it zero-ablates the heads it found and measures what the repeated-half
 loss loses, against every other head; and it patches each head's output, and the residual
 stream the second layer reads position by position, from a clean run (the sequence repeated)
@@ -32,12 +38,13 @@ them, tinyattn/interpretability.py), to see where the two agree.
 
     python demos/15_induction_heads.py [output folder] [--quick]
 
-The pictures: `induction_heads.png` (the losses and every head's scores over training, and the
-patching of each head) and `induction_heads_attention.png` (every head's attention on one
-held-out sequence after training); `induction_heads_attention.html` is the same attention as an
-interactive page (`viz.attention_view`). `--quick` trains for fewer steps, past the phase change
-(what the tests run). The full run's time, as `dev/regenerate.py` measured it, ends the demo's
-entry on docs/demos.md.
+The pictures: `induction_heads.png` (the losses, every head's scores, the composition and the
+copying over training; the direct logit attribution; the patching of each head) and
+`induction_heads_attention.png` (every head's attention on one held-out sequence after
+training); `induction_heads_attention.html` is the same attention as an interactive page
+(`viz.attention_view`). `--quick` trains for fewer steps, past the phase change (what the tests
+run). The full run's time, as `dev/regenerate.py` measured it, ends the demo's entry on
+docs/demos.md.
 """
 import time
 
@@ -47,7 +54,9 @@ import demo_tools
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.interpretability import ablate_head, activation_patching, attribution_patching
+from tinyattn.interpretability import (ablate_head, activation_patching, attribution_names,
+                                       attribution_patching, composition_scores,
+                                       direct_logit_attribution, ov_circuit)
 
 # %% [markdown]
 # The settings. Sequences are a random span of `n` tokens written twice, `n` drawn from SPANS at
@@ -187,8 +196,82 @@ def measure(model, held_out, ablated=()):
 
 
 # %% [markdown]
+# Reading the circuit from its weights (tinyattn/circuits.py), at every evaluation, with no input
+# at all:
+#
+# - composition: how much each second-layer head's query (Q), key (K) or value (V) reads what each
+#   first-layer head's OV circuit writes, Elhage et al.'s ratio of the raw weights. An induction
+#   head's key must read the previous-token head's output: K-composition. Weights in random
+#   directions score about 1 / sqrt(WIDTH), the same model before training about that too;
+# - copying: a head's OV circuit from tokens to logits, W_E W_OV^T W_U^T (VOCAB, VOCAB), whose row
+#   a is what the head adds to every logit when it attends to token a. A head that copies adds most
+#   to a itself: the share of rows whose largest entry is on the diagonal (1 / VOCAB by chance).
+#
+# After training, direct logit attribution splits the logit of each right token of the repeated
+# half into what each piece of the residual stream added to it: the embeddings, each head, the
+# biases (the final LayerNorm's scale held at the run's).
+
+# %%
+def composition(model):
+    """(3, H, H): the Q-, K- and V-composition scores of the second layer's heads (rows) with the
+    first layer's (columns)."""
+    return np.stack([composition_scores(model, kind)[1, :, 0] for kind in "qkv"])
+
+
+def copying_shares(model):
+    """(layers, heads): for each head, the share of tokens a whose own logit is the largest of
+    row a of W_E W_OV^T W_U^T, the logits the head's output adds when it attends to a."""
+    W_E, W_U = model.embed.weight.data, model.head.weight.data             # (VOCAB, E) both
+    shares = np.zeros((LAYERS, HEADS))
+    for layer, block in enumerate(model.blocks):
+        for head in range(HEADS):
+            logits = W_E @ ov_circuit(block.attn, head).T @ W_U.T          # (VOCAB, VOCAB)
+            shares[layer, head] = np.mean(logits.argmax(axis=-1) == np.arange(VOCAB))
+    return shares
+
+
+def pair_means(scores, induction_heads, previous_heads):
+    """(the mean over (induction head, previous-token head) pairs, over every other pair of a
+    second-layer and a first-layer head) of scores (..., H, H); None where there is none."""
+    chosen = np.zeros((HEADS, HEADS), dtype=bool)
+    for _, later in induction_heads:
+        for _, earlier in previous_heads:
+            chosen[later, earlier] = True
+
+    def mean(mask):
+        return scores[..., mask].mean(axis=-1) if mask.any() else None
+    return mean(chosen), mean(~chosen)
+
+
+def read_circuit(history, induction_heads, previous_heads):
+    """What the weights said over training: {"pairs", "others": (evaluations, 3) the Q-, K- and
+    V-composition of the (induction head, previous-token head) pairs, and of every other pair,
+    on average; "copying": (evaluations,) the induction heads' mean copying share;
+    "first_layer_copying": (evaluations,) the largest share of a first-layer head}."""
+    pairs, others = pair_means(history["composition"], induction_heads, previous_heads)
+    heads = [history["copying"][:, layer, head] for layer, head in induction_heads]
+    return {"pairs": pairs, "others": others,
+            "copying": np.mean(heads, axis=0) if heads else None,
+            "first_layer_copying": history["copying"][:, 0].max(axis=-1)}
+
+
+@ta.no_grad()
+def logit_attribution(model, ids):
+    """{piece: its mean direct logit attribution to the right token of the repeated half}: for
+    positions n ... 2n - 2 of `ids`, the token at the next position."""
+    n = ids.shape[1] // 2
+    _, cache = model.run_with_cache(ids, names=attribution_names(model))
+    totals = {}
+    for position in range(n, 2 * n - 1):
+        attributions = direct_logit_attribution(model, cache, ids[:, position + 1], position)
+        for piece, values in attributions.items():
+            totals[piece] = totals.get(piece, 0.0) + float(values.mean()) / (n - 1)
+    return totals
+
+
+# %% [markdown]
 # Training: Adam on fresh batches, each of one span length; every `eval_every` steps, the
-# held-out measures.
+# held-out measures and the circuit's.
 
 # %%
 def train(model, held_out, settings):
@@ -196,7 +279,8 @@ def train(model, held_out, settings):
     aside)."""
     optimizer = ta.optim.Adam(model.parameters(), lr=LEARNING_RATE)
     random = np.random.default_rng(SEED)
-    history = {"steps": [], "first": [], "repeated": [], "induction": [], "previous": []}
+    history = {"steps": [], "first": [], "repeated": [], "induction": [], "previous": [],
+               "composition": [], "copying": []}
     seconds = 0.0
 
     def evaluate(step):
@@ -204,6 +288,8 @@ def train(model, held_out, settings):
         for key, value in zip(("steps", "first", "repeated", "induction", "previous"),
                               (step, first, repeated, induction, previous)):
             history[key].append(value)
+        history["composition"].append(composition(model))             # (3, H, H)
+        history["copying"].append(copying_shares(model))              # (L, H)
         if step % settings["print_every"] == 0 or step == settings["steps"]:
             print_progress(step, first, repeated, induction, previous, seconds)
 
@@ -219,8 +305,8 @@ def train(model, held_out, settings):
         seconds += time.perf_counter() - start
         if step % settings["eval_every"] == 0:
             evaluate(step)
-    history["induction"] = np.array(history["induction"])             # (evaluations, L, H)
-    history["previous"] = np.array(history["previous"])
+    for key in ("induction", "previous", "composition", "copying"):
+        history[key] = np.array(history[key])         # (evaluations, L, H), (evaluations, 3, H, H)
     return history, seconds
 
 
@@ -338,6 +424,12 @@ def main(argv=None):
     print_phase_change(phase, induction_step, previous_step, induction_heads, previous_heads,
                        induction, previous, history, seconds)
 
+    circuit = read_circuit(history, induction_heads, previous_heads)
+    copying = history["copying"][-1]                                    # (L, H) after training
+    attributions = logit_attribution(model, held_out[1])                # the middle span length
+    print_circuit(circuit, steps, phase, copying, history["copying"][0],
+                  history["copying"].max(axis=0), attributions)
+
     trained_first, trained_repeated = history["first"][-1], history["repeated"][-1]
     ablations = {"induction": measure(model, held_out, induction_heads)[1],
                  "previous": measure(model, held_out, previous_heads)[1],
@@ -356,13 +448,15 @@ def main(argv=None):
         _, cache = model.run_with_cache(clean[:1])
     weights = [cache[f"blocks.{layer}.attn.weights"] for layer in range(LAYERS)]  # (1, H, T, T)
     pictures = save_pictures(args.output, history, patched, lost, clean[0], weights, induction,
-                             previous)
+                             previous, circuit, attributions)
     demo_tools.print_pictures(*pictures)
 
     others = {where: loss for where, loss in alone.items() if where not in found}
     shares = {kind: patched["heads"][kind] / lost for kind in ("measured", "estimated")}
     stream = {kind: float(patched["stream"][kind][:n].mean() / lost)
               for kind in ("measured", "estimated")}
+    ranked = sorted(attributions, key=lambda piece: -attributions[piece])
+    found_pieces = [f"blocks.{layer}.attn.result.{head}" for layer, head in induction_heads]
     return {
         "vocab": VOCAB, "width": WIDTH, "heads": HEADS, "layers": LAYERS,
         "shortest_span": SPANS[0], "longest_span": SPANS[1], "batch": BATCH,
@@ -404,6 +498,37 @@ def main(argv=None):
                                             for where in induction_heads), default=None),
         "stream_restored": stream["measured"], "stream_estimated": stream["estimated"],
         "stream_verdict": stream_verdict(stream["measured"], stream["estimated"]),
+        **circuit_numbers(circuit, steps, copying, history["copying"][0], induction_heads),
+        "attributions": attributions, "attribution_ranking": ranked,
+        "attribution_induction_heads": [attributions[piece] for piece in found_pieces],
+        "attribution_largest_other": max((abs(value) for piece, value in attributions.items()
+                                          if piece not in found_pieces), default=None),
+        "attribution_top": attribution_sentence(ranked[:max(len(found_pieces), 1)],
+                                                attributions),
+    }
+
+
+def circuit_numbers(circuit, steps, copying, copying_before, induction_heads):
+    """The numbers of `read_circuit` that the entry and the tests read (None where no heads of a
+    kind were found)."""
+    pairs, others = circuit["pairs"], circuit["others"]
+    found = pairs is not None and circuit["copying"] is not None
+    return {
+        "random_composition": 1 / np.sqrt(WIDTH), "chance_copying": 1 / VOCAB,
+        "k_composition_start": float(pairs[0, 1]) if found else None,
+        "k_composition_end": float(pairs[-1, 1]) if found else None,
+        "q_composition_end": float(pairs[-1, 0]) if found else None,
+        "v_composition_end": float(pairs[-1, 2]) if found else None,
+        "k_composition_others_end": float(others[-1, 1]) if found and others is not None
+        else None,
+        "k_composition_rise_step": step_of_fall(steps, -pairs[:, 1], 0.5) if found else None,
+        "copying_shares": copying.tolist(),
+        "copying_induction_heads": ", ".join(f"{head_name(*where)} {copying[where]:.0%}"
+                                             for where in induction_heads) or "none found",
+        "copying_first_layer_most": float(copying[0].max()),
+        "copying_first_layer_most_ever": float(circuit["first_layer_copying"].max()),
+        "copying_before_training_most": float(copying_before.max()),
+        "copying_rise_step": step_of_fall(steps, -circuit["copying"], 0.5) if found else None,
     }
 
 
@@ -477,6 +602,40 @@ def print_phase_change(phase, induction_step, previous_step, induction_heads, pr
         "Each head's scores after training:")
 
 
+def print_circuit(circuit, steps, phase, copying, copying_before, copying_ever, attributions):
+    pairs, others = circuit["pairs"], circuit["others"]
+    if pairs is not None and circuit["copying"] is not None:
+        kinds = ", ".join(f"{kind} {pairs[-1, index]:.3f}" for index, kind in enumerate("QKV"))
+        print(f"\nRead from the weights: the composition of the induction heads with the "
+              f"previous-token heads went from K {pairs[0, 1]:.3f} (weights in random directions "
+              f"score 1/sqrt({WIDTH}) = {1 / np.sqrt(WIDTH):.3f}) to {kinds}; every other pair "
+              f"ends at K {others[-1, 1]:.3f}. K-composition made half its rise by step "
+              f"{step_of_fall(steps, -pairs[:, 1], 0.5)}; the induction heads' copying half its "
+              f"rise by step {step_of_fall(steps, -circuit['copying'], 0.5)} (the loss half its "
+              f"fall by step {phase}).")
+    demo_tools.print_table(
+        ["head", "copying share after training", "before training", "most during training"],
+        [[head_name(layer, head), f"{copying[layer, head]:.1%}",
+          f"{copying_before[layer, head]:.1%}", f"{copying_ever[layer, head]:.1%}"]
+         for layer in range(LAYERS) for head in range(HEADS)],
+        f"Each head's OV circuit: the share of the {VOCAB} tokens whose own logit it pushes most "
+        f"(chance: {1 / VOCAB:.1%}):")
+    demo_tools.print_table(
+        ["piece of the residual stream", "mean direct logit attribution"],
+        [[piece, f"{value:+.3f}"] for piece, value in
+         sorted(attributions.items(), key=lambda item: -item[1])],
+        "Direct logit attribution to the right token on the repeated half, held out:")
+
+
+def attribution_sentence(pieces, attributions):
+    """"1.0 (+1.41), 1.2 (+1.31)": the pieces, as heads where they are heads."""
+    def shown(piece):
+        parts = piece.split(".")
+        return f"{parts[1]}.{parts[4]}" if piece.startswith("blocks.") and len(parts) == 5 \
+            else piece
+    return ", ".join(f"{shown(piece)} ({attributions[piece]:+.2f})" for piece in pieces)
+
+
 def print_ablations(trained, ablations, alone, induction_heads, previous_heads):
     names = lambda heads: ", ".join(head_name(*where) for where in heads) or "none"
     rows = [["none", f"{trained:.3f}"],
@@ -508,9 +667,11 @@ def print_patching(clean_value, corrupted_value, patched, n):
           f"{stream['estimated'][position] / lost:+.1%}"] for position in range(2 * n)])
 
 
-def save_pictures(folder, history, patched, lost, ids, weights, induction, previous):
-    """The curves and patching (matplotlib), the attention on one sequence (matplotlib and
-    viz.attention_view's page); the paths, None for a picture not drawn."""
+def save_pictures(folder, history, patched, lost, ids, weights, induction, previous, circuit,
+                  attributions):
+    """The curves, the circuit's readings and patching (matplotlib), the attention on one
+    sequence (matplotlib and viz.attention_view's page); the paths, None for a picture not
+    drawn."""
     tokens = [str(token) for token in ids]
     page = ta.viz.attention_view(tokens, weights, title="induction heads: attention after "
                                                         "training").save(
@@ -518,14 +679,16 @@ def save_pictures(folder, history, patched, lost, ids, weights, induction, previ
     plt = demo_tools.pyplot()
     if plt is None:
         return None, None, page
-    return (plot_training(plt, history, patched, lost, folder / "induction_heads.png"),
+    return (plot_training(plt, history, patched, lost, circuit, attributions,
+                          folder / "induction_heads.png"),
             plot_attention(plt, ids, weights, induction, previous,
                            folder / "induction_heads_attention.png"), page)
 
 
-def plot_training(plt, history, patched, lost, path):
+def plot_training(plt, history, patched, lost, circuit, attributions, path):
     figure, axes = plt.subplot_mosaic([["loss", "induction", "previous"],
-                                       ["heads", "stream", "stream"]], figsize=(15, 7.5))
+                                       ["composition", "copying", "attribution"],
+                                       ["heads", "stream", "stream"]], figsize=(15, 11.5))
     steps = history["steps"]
     axes["loss"].plot(steps, history["first"], label="first half (random)")
     axes["loss"].plot(steps, history["repeated"], label="repeated half")
@@ -553,12 +716,47 @@ def plot_training(plt, history, patched, lost, path):
                       label="attribution patching (estimated)")
         axes[key].set_xticks(where, labels)
         axes[key].axhline(0, color="black", linewidth=0.8)
+    plot_circuit(axes, steps, history, circuit, attributions)
     axes["heads"].set(xlabel="head whose output is patched (layer.head)",
                       ylabel="share of the metric brought back", title="patching each head")
     axes["stream"].set(xlabel="position of the stream layer 1 reads (first copy, then second)",
                        title="patching the residual stream, one position at a time")
     return demo_tools.save_chart(figure, path, axes["loss"], axes["induction"], axes["heads"],
                                  axes["stream"])
+
+
+def plot_circuit(axes, steps, history, circuit, attributions):
+    """The composition and copying over training, and the attribution after it."""
+    if circuit["pairs"] is not None:
+        for index, kind in enumerate("QKV"):
+            axes["composition"].plot(steps, circuit["pairs"][:, index], color=f"C{index}",
+                                     label=f"{kind}-composition")
+            if circuit["others"] is not None:
+                axes["composition"].plot(steps, circuit["others"][:, index], color=f"C{index}",
+                                         linestyle=":")
+    axes["composition"].axhline(1 / np.sqrt(WIDTH), color="gray", linestyle="--",
+                                label=f"1/sqrt({WIDTH}), random directions")
+    highest = max(np.max(line.get_ydata()) for line in axes["composition"].get_lines())
+    axes["composition"].set(xlabel="training step", ylabel="composition score",
+                            ylim=(0, 1.6 * highest),      # room for the legend above the lines
+                            title="induction x previous-token heads (dotted: other pairs)")
+    axes["composition"].legend(fontsize=7, ncol=2, loc="upper left")
+    axes["composition"].grid(alpha=0.3)
+    for layer in range(LAYERS):
+        for head in range(HEADS):
+            axes["copying"].plot(steps, history["copying"][:, layer, head], color=f"C{head}",
+                                 linestyle="--" if layer == 0 else "-",
+                                 label=f"head {head_name(layer, head)}")
+    axes["copying"].axhline(1 / VOCAB, color="gray", linestyle=":")
+    axes["copying"].set(xlabel="training step", ylim=(0, 1),
+                        title="OV circuit: share of tokens it copies (dashed: layer 0)")
+    pieces = sorted(attributions, key=lambda piece: -attributions[piece])
+    axes["attribution"].barh(np.arange(len(pieces)), [attributions[p] for p in pieces])
+    axes["attribution"].set_yticks(np.arange(len(pieces)), pieces, fontsize=7)
+    axes["attribution"].invert_yaxis()
+    axes["attribution"].axvline(0, color="black", linewidth=0.8)
+    axes["attribution"].set(xlabel="mean direct logit attribution to the right token",
+                            title="who pushes the right token (repeated half)")
 
 
 def plot_attention(plt, ids, weights, induction, previous, path):
@@ -594,6 +792,22 @@ PAGE_ENTRY = """\
     counted from 0); no first-layer head scores above {best_first_layer_induction_score:.2f} as
     an induction head (one that does not look scores {chance_induction_score:.2f}).
 
+    Read from the weights alone (`tinyattn/circuits.py`): the K-composition of the induction
+    heads with the previous-token heads rises from {k_composition_start:.3f} (weights in random
+    directions score 1/sqrt({width}) = {random_composition:.3f}) to {k_composition_end:.3f}, half
+    its rise made by step {k_composition_rise_step} (the loss's half fall: step
+    {phase_change_step}), while their Q- and V-composition end at {q_composition_end:.3f} and
+    {v_composition_end:.3f}, and every other pair's K-composition at
+    {k_composition_others_end:.3f}. The induction heads' OV circuits copy: the share of the
+    {vocab} tokens whose own logit each pushes most is {copying_induction_heads} (chance
+    {chance_copying:.1%}; no head before training above {copying_before_training_most:.0%}), a
+    share that made half its rise by step {copying_rise_step}; a first-layer head's reached
+    {copying_first_layer_most_ever:.0%} during training, and ends at most at
+    {copying_first_layer_most:.0%}. Direct logit attribution to the right token on the repeated
+    half (the final LayerNorm's scale held at the run's) names the induction heads:
+    {attribution_top} (layer.head); no other piece of the residual stream adds more than
+    {attribution_largest_other:.3f}.
+
     Zero-ablated through `model.hooks`, the induction heads raise the repeated-half loss from
     {repeated_loss_final:.2f} to {ablated_induction_loss:.2f}, the previous-token heads to
     {ablated_previous_token_loss:.2f}, both to {ablated_both_loss:.2f}; {ablated_others}.
@@ -605,7 +819,7 @@ PAGE_ENTRY = """\
     reads, at one position of the first copy, brings back {stream_restored:.1%} on average;
     {stream_verdict}.
 
-    ![the losses and each head's scores over training, and patching](pictures/induction_heads.png)
+    ![losses, scores, composition, copying, attribution, patching](pictures/induction_heads.png)
 
     ![every head's attention after training](pictures/induction_heads_attention.png)"""
 

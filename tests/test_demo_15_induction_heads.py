@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import regenerate
+import tinyattn as ta
 
 demo = importlib.import_module("15_induction_heads")
 
@@ -90,6 +91,60 @@ def test_patching_the_induction_heads_brings_the_copy_back_and_attribution_sees_
     assert numbers["stream_verdict"].startswith("attribution patching estimates only")
     assert demo.stream_verdict(0.09, -0.0001).startswith("attribution patching estimates only "
                                                          "0.0%:")
+
+
+def test_k_composition_rises_with_the_phase_change(run):
+    """From the weights alone: before training, the second layer's keys read the previous-token
+    heads' output as much as random directions would (1/sqrt(E)); after, far more than that,
+    more than the other pairs of heads, and more than their queries and values do; the rise made
+    half of itself within three evaluations of the loss's half fall."""
+    numbers, _ = run
+    random = numbers["random_composition"]
+    assert random == pytest.approx(1 / np.sqrt(demo.WIDTH))
+    assert abs(numbers["k_composition_start"] - random) < 0.02
+    assert numbers["k_composition_end"] > numbers["k_composition_start"] + 0.05
+    assert numbers["k_composition_end"] > numbers["k_composition_others_end"] + 0.02
+    assert numbers["k_composition_end"] > max(numbers["q_composition_end"],
+                                              numbers["v_composition_end"]) + 0.02
+    window = 3 * numbers["eval_every"]
+    assert abs(numbers["k_composition_rise_step"] - numbers["phase_change_step"]) <= window
+
+
+def test_the_induction_heads_ov_circuits_copy(run):
+    """Each induction head's OV circuit pushes the token it attends to for a third of the tokens
+    or more (chance: 1 / 64); no first-layer head, nor any head before training, does."""
+    numbers, _ = run
+    copying = np.array(numbers["copying_shares"])
+    assert copying.shape == (demo.LAYERS, demo.HEADS)
+    for name in numbers["induction_heads"]:
+        assert copying[demo_head(name)] > 1 / 3
+        assert f"{name} {copying[demo_head(name)]:.0%}" in numbers["copying_induction_heads"]
+    assert numbers["chance_copying"] == 1 / demo.VOCAB
+    assert numbers["copying_first_layer_most"] < 0.15
+    assert numbers["copying_before_training_most"] < 0.1
+
+
+def test_direct_logit_attribution_names_the_induction_heads(run):
+    """The pieces of the stream that push the right token most are the induction heads, each
+    ten times more than any other piece."""
+    numbers, _ = run
+    found = {f"blocks.{name.replace('.', '.attn.result.')}" for name in numbers["induction_heads"]}
+    assert set(numbers["attribution_ranking"][:len(found)]) == found
+    assert min(numbers["attribution_induction_heads"]) > 10 * numbers["attribution_largest_other"]
+    assert numbers["attribution_top"].startswith(numbers["attribution_ranking"][0].split(".")[1])
+
+
+def test_the_demos_attribution_adds_up_to_the_mean_right_token_logit():
+    """logit_attribution averages direct_logit_attribution over the repeated half: its pieces add
+    up to the mean logit of the right tokens there (an untrained model will do)."""
+    ta.manual_seed(0)
+    model = demo.AttentionOnlyTransformer()
+    ids = demo.repeated_spans(np.random.default_rng(0), 3, 5)
+    logits = model(ids).data
+    positions = np.arange(5, 9)
+    right = logits[np.arange(3)[:, None], positions, ids[:, positions + 1]]      # (3, 4)
+    assert sum(demo.logit_attribution(model, ids).values()) == pytest.approx(right.mean(),
+                                                                             abs=1e-5)
 
 
 def demo_head(name):

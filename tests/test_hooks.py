@@ -9,6 +9,7 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
+from tinyattn import engine
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.interpretability import ablate_head
 
@@ -36,7 +37,7 @@ def test_the_cache_holds_every_named_activation_in_the_order_computed():
     model = small_model()
     logits, cache = model.run_with_cache(some_ids())
     per_block = ["resid_pre", "attn.q", "attn.k", "attn.v", "attn.weights", "attn.heads",
-                 "attn.out", "resid_mid", "mlp_out", "resid_post"]
+                 "attn.result", "attn.out", "resid_mid", "mlp_out", "resid_post"]
     assert list(cache) == ["embed", *(f"blocks.{i}.{name}" for i in range(2) for name in
                                       per_block), "final"]
     assert set(cache) == set(model.activation_names())
@@ -106,7 +107,7 @@ def test_any_layer_runs_with_a_cache():
     attention = nn.MultiHeadAttention(E, H)
     x = ta.tensor(np.random.default_rng(0).standard_normal((B, T, E)))
     (output, weights), cache = attention.run_with_cache(x, is_causal=True)
-    assert list(cache) == ["q", "k", "v", "weights", "heads", "out"]
+    assert list(cache) == ["q", "k", "v", "weights", "heads", "result", "out"]
     np.testing.assert_array_equal(cache["out"], output.data)
     np.testing.assert_array_equal(cache["weights"], weights.data)
 
@@ -140,25 +141,42 @@ def test_a_function_that_returns_none_reads_and_changes_nothing():
     np.testing.assert_array_equal(logits.data, model(ids).data)
 
 
+def loss_and_gradients(model, ids):
+    """[the logits, then every parameter's gradient] of a cross-entropy loss on `ids`."""
+    model.zero_grad()
+    logits = model(ids)
+    targets = some_ids(seed=1)
+    ta.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)).backward()
+    return [logits.data] + [p.grad for p in model.parameters()]
+
+
 @pytest.mark.parametrize("name", small_model().activation_names())
 def test_replacing_an_activation_by_itself_changes_nothing_bit_for_bit(name):
     """The logits and every parameter's gradient, with the activation replaced by itself and by
-    `x * 1.0` (a new tensor with its numbers, in the graph), equal those without a hook."""
+    `x * 1.0` (a new tensor with its numbers, in the graph), equal those without a hook. (Each
+    head's result replaced makes the attention's output the sum of the replacement over heads
+    plus the bias: the same numbers added in another order, so equal only to rounding: below.)"""
     model, ids = small_model(), some_ids()
-    targets = some_ids(seed=1)
-
-    def run():
-        model.zero_grad()
-        logits = model(ids)
-        ta.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)).backward()
-        return [logits.data] + [p.grad for p in model.parameters()]
-
-    plain = run()
-    for itself in (lambda x: x, lambda x: x * 1.0):
+    plain = loss_and_gradients(model, ids)
+    replacements = (lambda x: x,) if name.endswith(".result") else (lambda x: x, lambda x: x * 1.0)
+    for itself in replacements:
         with model.hooks({name: itself}):
-            hooked = run()
+            hooked = loss_and_gradients(model, ids)
         for got, want in zip(hooked, plain):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("block", [0, 1])
+def test_each_heads_result_replaced_by_a_copy_gives_the_same_logits_and_gradients(block):
+    """out = sum over heads of result + bias, with its gradients: the pass equals the plain one
+    to rounding (float64: 1e-13), with gradients reaching every parameter (out_proj's weight
+    through the result, its bias through the sum)."""
+    model, ids = small_model(), some_ids()
+    plain = loss_and_gradients(model, ids)
+    with model.hooks({f"blocks.{block}.attn.result": lambda x: x * 1.0}):
+        copied = loss_and_gradients(model, ids)
+    for got, want in zip(copied, plain):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
 
 
 def test_functions_on_one_name_run_in_the_order_given():
@@ -216,6 +234,135 @@ def test_gradients_flow_through_a_replacement():
 
 
 # ------------------------------------------------------------------------------------------------
+# Each head's result, computed only when asked for
+
+class Shapes(engine.Watcher):
+    """The output shape of every op applied."""
+
+    def __init__(self):
+        self.shapes = []
+
+    def applied(self, node, arrays, params, out):
+        self.shapes.append(out.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_each_heads_result_is_its_output_times_its_columns_of_out_proj(dtype):
+    """Written independently: head h's (B, T, D) output @ out_proj.weight[:, h*D:(h+1)*D]^T; the
+    heads' sum plus the bias is the layer's output."""
+    model, ids = small_model(dtype), some_ids()
+    _, cache = model.run_with_cache(ids)
+    D = E // H
+    tolerance = dict(rtol=1e-12, atol=1e-13) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    for i, block in enumerate(model.blocks):
+        result = cache[f"blocks.{i}.attn.result"]
+        heads = cache[f"blocks.{i}.attn.heads"]                         # (B, H, T, D)
+        weight = block.attn.out_proj.weight.data                        # (E, E)
+        assert result.shape == (B, T, H, E) and result.dtype == dtype
+        for h in range(H):
+            own_columns = weight[:, h * D:(h + 1) * D]                  # (E, D)
+            np.testing.assert_allclose(result[:, :, h], heads[:, h] @ own_columns.T, **tolerance)
+        np.testing.assert_allclose(result.sum(axis=2) + block.attn.out_proj.bias.data,
+                                   cache[f"blocks.{i}.attn.out"], **tolerance)
+
+
+def test_no_forward_pass_computes_the_result_unless_asked_for():
+    """The result is the one op whose output is (B, T, H, 1, E): none in a pass without hooks, nor
+    with functions on every other activation; one per attention asked for."""
+    model, ids = small_model(), some_ids()
+    result_shape = (B, T, H, 1, E)
+    others = [name for name in model.activation_names() if not name.endswith(".result")]
+    for names, count in ((None, 0), (others, 0), (["blocks.1.attn.result"], 1),
+                         (model.activation_names(), 2)):
+        watcher = Shapes()
+        with engine.watching(watcher):
+            if names is None:
+                model(ids)
+            else:
+                model.run_with_cache(ids, names=names)
+        assert watcher.shapes.count(result_shape) == count, names
+
+
+def test_ablating_a_heads_result_equals_ablating_its_output():
+    """The result replaced (head 2's zeroed) makes the attention's output the sum of the
+    replacement over heads plus the bias: what zeroing the head's output gives."""
+    model, ids = small_model(), some_ids()
+    with model.hooks({"blocks.1.attn.heads": ablate_head(2)}):
+        expected = model(ids).data
+    with model.hooks({"blocks.1.attn.result": ablate_head(2)}):
+        ablated = model(ids).data
+    np.testing.assert_allclose(ablated, expected, rtol=1e-12, atol=1e-13)
+    assert not np.allclose(ablated, model(ids).data, atol=1e-3)
+    with pytest.raises(ValueError, match=r"^ablate_head: head 4 of an activation of shape "
+                                         r"\(2, 6, 4, 16\), which has 4 heads on axis 2"):
+        with model.hooks({"blocks.1.attn.result": ablate_head(4)}):
+            model(ids)
+
+
+def test_the_result_is_made_from_the_heads_as_the_other_functions_left_them():
+    """A function on heads, given after the one on result (or in an enclosing block), still comes
+    first; a function on out sees the output made from the replaced result."""
+    model, ids = small_model(), some_ids()
+    seen = {}
+    with model.hooks({"blocks.0.attn.heads": ablate_head(1)}):
+        _, expected = model.run_with_cache(ids, names=["blocks.0.attn.result",
+                                                       "blocks.0.attn.out"])
+    with model.hooks([("blocks.0.attn.result", lambda x: seen.update(result=x.data)),
+                      ("blocks.0.attn.heads", ablate_head(1))]):
+        model(ids)
+    assert (seen["result"][:, :, 1] == 0).all()
+    np.testing.assert_array_equal(seen["result"], expected["blocks.0.attn.result"])
+    with model.hooks([("blocks.0.attn.out", lambda x: seen.update(replaced=x.data)),
+                      ("blocks.0.attn.result", lambda x: x * 2.0)]):
+        model(ids)
+    _, plain = model.run_with_cache(ids, names=["blocks.0.attn.result"])
+    bias = model.blocks[0].attn.out_proj.bias.data
+    np.testing.assert_allclose(seen["replaced"], 2.0 * plain["blocks.0.attn.result"].sum(axis=2)
+                               + bias, rtol=1e-12, atol=1e-13)
+
+
+def test_gradients_flow_through_a_replaced_result():
+    """gradcheck: the logits with head 3's result of block 0 replaced by a tensor P of our own,
+    with respect to P, to out_proj's weight and bias (through the heads left in place, and the
+    sum), and to a parameter after it."""
+    model, ids = small_model(), some_ids()[:1, :3]                     # one short sequence
+    chosen = np.zeros((1, 1, H, 1), dtype=bool)
+    chosen[:, :, 3] = True
+    P = ta.tensor(np.random.default_rng(3).standard_normal((1, 3, H, E)), requires_grad=True)
+    out_proj = model.blocks[0].attn.out_proj
+
+    def patched(P, weight, bias, after):
+        with model.hooks({"blocks.0.attn.result": lambda x: ta.where(chosen, P, x)}):
+            return model(ids)
+
+    assert ta.gradcheck(patched, [P, out_proj.weight, out_proj.bias,
+                                  model.blocks[1].attn.v_proj.bias])
+
+
+def test_the_result_of_an_adapted_out_proj_includes_its_update():
+    """LoRA on out_proj: the result reads W + (alpha / rank) B A, so the heads still sum to the
+    layer's output."""
+    model, ids = small_model(), some_ids()
+    nn.add_lora(model, rank=2, targets="*out_proj")
+    for block in model.blocks:
+        block.attn.out_proj.lora_B.data[...] = np.random.default_rng(4).standard_normal((E, 2))
+    _, cache = model.run_with_cache(ids)
+    for i, block in enumerate(model.blocks):
+        np.testing.assert_allclose(cache[f"blocks.{i}.attn.result"].sum(axis=2)
+                                   + block.attn.out_proj.bias.data, cache[f"blocks.{i}.attn.out"],
+                                   rtol=1e-12, atol=1e-13)
+
+
+def test_the_result_during_generation_is_the_new_tokens():
+    model = small_model()
+    seen = []
+    with model.hooks({"blocks.0.attn.result": lambda x: seen.append(x.shape)}):
+        tokens = model.generate(some_ids()[:, :3], max_new_tokens=2, temperature=0)
+    assert seen == [(B, 3, H, E), (B, 1, H, E)]
+    np.testing.assert_array_equal(tokens, model.generate(some_ids()[:, :3], 2, temperature=0))
+
+
+# ------------------------------------------------------------------------------------------------
 # Attached only within the block
 
 def test_functions_are_detached_on_leaving_even_after_an_error():
@@ -250,7 +397,7 @@ def test_an_unknown_name_lists_the_models_activations_and_attaches_nothing():
     listed = (r"this CausalTransformer's activations are embed, final, blocks.N.resid_pre, "
               r"blocks.N.resid_mid, blocks.N.mlp_out, blocks.N.resid_post, blocks.N.attn.q, "
               r"blocks.N.attn.k, blocks.N.attn.v, blocks.N.attn.weights, blocks.N.attn.heads, "
-              r"blocks.N.attn.out \(N = 0 ... 1\)$")
+              r"blocks.N.attn.result, blocks.N.attn.out \(N = 0 ... 1\)$")
     with pytest.raises(ValueError, match=r"^CausalTransformer.hooks: no activation "
                                          r"'blocks.2.attn.weights'; " + listed):
         with model.hooks({"embed": lambda x: None, "blocks.2.attn.weights": lambda x: None}):
@@ -310,9 +457,9 @@ def test_ablating_a_head_of_an_activation_without_heads_is_refused(name):
     1. It is refused, naming the function, the shape and the activation."""
     model = small_model()
     with pytest.raises(ValueError, match=r"^ablate_head: an activation of shape \(2, 6, 16\) has "
-                                         r"no head axis .* q, k, v, weights or heads \(B, H, "
-                                         rf"\.\.\.\) \(in the function given to hooks for "
-                                         rf"'{name}'\)$"):
+                                         r"no head axis .* q, k, v, weights, heads \(B, H, "
+                                         r"\.\.\.\) or result \(B, T, H, E\) \(in the function "
+                                         rf"given to hooks for '{name}'\)$"):
         with model.hooks({name: ablate_head(1)}):
             model(some_ids())
     assert nothing_attached(model)

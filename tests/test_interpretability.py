@@ -119,6 +119,21 @@ def test_patching_one_head_at_one_position_is_one_patched_run():
         patched - logit_difference(model(corrupted)).item(), abs=1e-15)
 
 
+def test_patching_a_heads_result_is_patching_its_output():
+    """result (B, T, H, E) is linear in heads (B, H, T, D), head by head: patched per head and
+    position, measured and estimated, the two give the same (head, position) arrays."""
+    model, (clean, corrupted) = small_model(), clean_and_corrupted()
+    _, cache = model.run_with_cache(clean)
+    names = ["blocks.1.attn.heads", "blocks.1.attn.result"]
+    arguments = (model, corrupted, cache, logit_difference, names)
+    for patching in (activation_patching, attribution_patching):
+        effects = patching(*arguments, per_head=True, per_position=True)
+        assert effects["blocks.1.attn.result"].shape == (H, 7)
+        np.testing.assert_allclose(effects["blocks.1.attn.result"], effects["blocks.1.attn.heads"],
+                                   rtol=1e-10, atol=1e-14)
+        assert np.abs(effects["blocks.1.attn.heads"]).max() > 1e-3
+
+
 # ------------------------------------------------------------------------------------------------
 # Attribution patching against activation patching
 
@@ -245,6 +260,14 @@ def test_the_chapter_pages_code_runs():
         exec(compile(block, str(PAGE), "exec"), namespace)
     assert namespace["lens"].shape == (3, 1, 12, 50) and len(namespace["seen"]) == 1
     assert namespace["measured"].keys() == namespace["estimated"].keys()
+    pieces, cache, ids = namespace["pieces"], namespace["cache"], namespace["ids"]
+    assert pieces["blocks.0.attn.result.0"].shape == (1, 12, 32)
+    np.testing.assert_allclose(sum(pieces.values()), cache["blocks.1.resid_post"], atol=1e-12)
+    assert sum(namespace["attributions"].values())[0] == pytest.approx(
+        namespace["logits"].data[0, -2, ids[0, -1]], abs=1e-10)
+    assert namespace["k_composition"].shape == (2, 4, 2, 4)
+    assert namespace["tokens_to_logits"].shape == (50, 50)
+    assert len(namespace["summary"].layers) == 8
 
 
 def test_a_patch_from_a_run_of_another_length_is_refused_naming_both_shapes():

@@ -13,8 +13,11 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     tokenizer.py          text as GPT-2's tokens (nn/pretrained.py: GPT-2's weights)
     interpretability.py   chapter 4, what a model learned: the logit lens, ablation, activation
                           and attribution patching (nn/hooks.py: every activation by name,
-                          model.run_with_cache and model.hooks); `import tinyattn.interpretability`;
-                          and making it yours: nn/lora.py, low-rank adapters
+                          model.run_with_cache and model.hooks); circuits.py: the residual
+                          stream as a sum, direct logit attribution, QK and OV circuits,
+                          composition; `import tinyattn.interpretability` has both;
+                          and making it yours: nn/lora.py, low-rank adapters (nn/lora_peft.py:
+                          in peft's format)
     tokenizer_json.py     chapter 5, today's open models: their tokenizer.json (split_patterns.py:
                           Llama 3's and Qwen's patterns; chat_template.py: the text of a chat),
                           read by tinyattn.tokenizer.from_pretrained

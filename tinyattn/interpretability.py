@@ -1,6 +1,8 @@
 """Chapter 4. What a trained model computes, read through the activations chapter 1's layers name
 (`model.run_with_cache` and `model.hooks`, nn/hooks.py): the logit lens, ablation, activation
-patching and attribution patching.
+patching and attribution patching; and, from circuits.py, the residual stream read as a sum
+(`residual_components`), direct logit attribution, the QK and OV circuits of a head and the
+composition scores between heads (Elhage et al. 2021), all importable from here.
 
 The logit lens (nostalgebraist 2020, "interpreting GPT: the logit lens"). A pre-LN transformer
 adds every block's output to one residual stream (B, T, E) and reads its prediction off the end,
@@ -52,11 +54,11 @@ from tinyattn import interpretability_checks
 from tinyattn.arguments import door, integer
 from tinyattn.arrays import data_of
 from tinyattn.engine import Tensor, no_grad
-from tinyattn.nn.hooks import activation_points
-from tinyattn.nn.multi_head_attention import MultiHeadAttention
+from tinyattn.nn.hooks import activation_points, head_axis
 from tinyattn.ops import where
-
-HEADED = ("q", "k", "v", "weights", "heads")     # MultiHeadAttention's activations (B, H, T, ...)
+from tinyattn.circuits import (attribution_names, composition_scores,  # noqa: F401  (here too)
+                               direct_logit_attribution, ov_circuit, qk_circuit,
+                               residual_components)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -86,15 +88,22 @@ def logit_lens(model, ids, positions=None):
 @door(head=integer)
 def ablate_head(head):
     """A function for `model.hooks` that sets head `head` (an int) of an attention activation to
-    zero: of "blocks.i.attn.q", "k", "v" (B, H, T, D), "weights" (B, H, L, S) or "heads"
-    (B, H, L, D), the activations with a head axis. On "heads", the head's output, it removes
-    the head from the layer's output. An activation of the residual stream (B, T, E) has no head
-    axis: the function refuses it rather than zero a position."""
+    zero: of "blocks.i.attn.q", "k", "v" (B, H, T, D), "weights" (B, H, L, S), "heads"
+    (B, H, L, D) or "result" (B, T, H, E), the activations with a head axis. On "heads" or
+    "result", the head's output, it removes the head from the layer's output. An activation of
+    the residual stream (B, T, E) has no head axis: the function refuses it rather than zero a
+    position. (`hooks` tells it where the head axis is, through `with_head_axis`.)"""
+    return zeroing_head(head, axis=1)
+
+
+def zeroing_head(head, axis):
+    """ablate_head's function, for activations whose heads are on `axis` (None: none are)."""
     def ablated(x):
-        interpretability_checks.head_in_range("ablate_head", head, x)
-        chosen = np.zeros(x.shape[:2] + (1,) * (x.ndim - 2), dtype=bool)     # (1 or B, H, 1, 1)
-        chosen[:, head] = True
-        return where(chosen, 0.0, x)                                        # (B, H, T, D)
+        interpretability_checks.head_in_range("ablate_head", head, x, axis)
+        chosen = np.zeros(x.shape[:axis + 1] + (1,) * (x.ndim - axis - 1), dtype=bool)
+        chosen[(slice(None),) * axis + (head,)] = True                  # (B, H, 1, 1), (B, T, H, 1)
+        return where(chosen, 0.0, x)                                    # x's shape
+    ablated.with_head_axis = lambda axis: zeroing_head(head, axis)
     return ablated
 
 
@@ -158,6 +167,8 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
         def keep(x):
             x.retain_grad()                     # dM/da stays on the activation after backward
             activations[name] = x
+            if name.rpartition(".")[2] == "result":     # each head's result is in the graph
+                return x * 1.0          # only when it replaces the output (nn/hooks.py): so it does
         return keep
 
     parameters = model.parameters()
@@ -177,7 +188,8 @@ def attribution_patching(model, ids, source, metric, names, per_head=False, per_
         a = activations[name]
         products = (source[name] - a.data) * a.grad                  # (B, H, T, D), (B, T, E)
         summed = tuple(axis for axis in range(a.ndim) if axis not in kept)
-        estimates[name] = products.sum(axis=summed, dtype=np.float64)
+        estimate = products.sum(axis=summed, dtype=np.float64)       # the kept axes, in order
+        estimates[name] = estimate.transpose([sorted(kept).index(axis) for axis in kept])
     return estimates
 
 
@@ -192,13 +204,12 @@ def patching_regions(model, ids, source, metric, names, per_head, per_position, 
     points = activation_points(model)
     regions = {}
     for name in names:
-        layer, own_name = points[name]
-        headed = isinstance(layer, MultiHeadAttention) and own_name in HEADED
+        heads = head_axis(*points[name])        # 1 (B, H, T, ...), 2 (B, T, H, E) or None
         kept = ()                               # the head axis, then the position axis
-        if per_head and headed:
-            kept += (1,)
+        if per_head and heads is not None:
+            kept += (heads,)
         if per_position:
-            kept += (2 if headed else 1,)
+            kept += (2 if heads == 1 else 1,)
         regions[name] = (tuple(shapes[name].shape[axis] for axis in kept), kept)
     return regions
 

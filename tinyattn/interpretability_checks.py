@@ -16,16 +16,17 @@ def lens_model_fits(model):
                         f"{type(model).__name__}")
 
 
-def head_in_range(function, head, x):
-    """A head of an attention activation (B, H, T, D) or (B, H, L, S)."""
-    if x.ndim != 4:
+def head_in_range(function, head, x, axis):
+    """A head of an attention activation whose heads are on `axis`: (B, H, T, D), (B, H, L, S),
+    or (B, T, H, E) for each head's result; None for an activation without heads."""
+    if axis is None or x.ndim != 4:
         raise ValueError(f"{function}: an activation of shape {x.shape} has no head axis (the "
                          f"residual stream and the layers' outputs are (B, T, E)): give "
-                         f"{function} to an attention activation with one, q, k, v, weights or "
-                         f"heads (B, H, ...)")
-    if not -x.shape[1] <= head < x.shape[1]:
+                         f"{function} to an attention activation with one, q, k, v, weights, "
+                         f"heads (B, H, ...) or result (B, T, H, E)")
+    if not -x.shape[axis] <= head < x.shape[axis]:
         raise ValueError(f"{function}: head {head} of an activation of shape {x.shape}, which "
-                         f"has {x.shape[1]} heads on axis 1")
+                         f"has {x.shape[axis]} heads on axis {axis}")
 
 
 def source_fits_activation(function, source, x):

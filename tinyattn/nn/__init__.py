@@ -10,8 +10,10 @@ chapter's layers; read the files in this order:
                cross-attention), experts (a mixture of experts)
     chapter 3  checkpoints (Module.save and Module.load), pretrained (GPT-2's own files, which
                CausalTransformer.from_pretrained reads and save_pretrained writes)
-    chapter 4  hooks (every layer's activations by name: Module.run_with_cache and Module.hooks),
-               lora (low-rank adapters: LoRALinear, add_lora, merge_lora, save_lora, load_lora)
+    chapter 4  hooks (every layer's activations by name: Module.run_with_cache and Module.hooks,
+               each head's result computed when asked for), lora (low-rank adapters: LoRALinear,
+               add_lora, merge_lora, save_lora, load_lora), lora_peft (the adapters in Hugging
+               Face peft's format)
     chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), open_decoder (Llama,
                Mistral, Qwen and Gemma as one OpenDecoder with DecoderSettings, its cache and
                generate), families (what each family fixes), open_checkpoints (from_pretrained

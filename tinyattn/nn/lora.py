@@ -23,7 +23,8 @@ Read in this order:
                     by default) and freezes everything else; `trainable_parameters()`, added to
                     every Module, is what an optimizer is given
     merge_lora      every adapter of a model merged into its weight
-    save_lora, load_lora   the adapters alone, in a small safetensors file
+    save_lora, load_lora   the adapters alone, in a small safetensors file, or in Hugging Face
+                    peft's format (nn/lora_peft.py), which peft loads onto transformers' GPT-2
 
 What differs from the paper: A starts as a Linear's weight does (uniform in +-1/sqrt(in)), as the
 paper's own code (Microsoft's loralib) draws it, where the paper says "a random Gaussian"; either
@@ -39,10 +40,11 @@ import os
 
 import numpy as np
 
-from tinyattn.arguments import at_least, between, door, optional
+from tinyattn.arguments import at_least, between, door, one_of, optional
 from tinyattn.engine import Function
 from tinyattn.nn import lora_checks
 from tinyattn.nn.layers import Linear
+from tinyattn.nn.lora_peft import read_peft, save_peft
 from tinyattn.nn.module import Module, Parameter, extends, uniform
 from tinyattn.safetensors import opened_to_read, read_safetensors, save_safetensors
 
@@ -143,6 +145,17 @@ class LoRALinear(Linear):
 ATTENTION = ("*q_proj", "*k_proj", "*v_proj", "*out_proj")     # every attention projection
 
 
+def weight_of(linear):
+    """The (out, in) matrix a Linear multiplies by, as a Tensor: its `weight`, and for a
+    LoRALinear its weight plus the update, W + (alpha / rank) B A (what `merge()` would hold),
+    made with tinyattn's ops so that gradients reach A and B. What reads a layer's weights
+    (chapter 4's circuits: each head's result, the QK and OV circuits) reads them through this,
+    so that an adapted model is read as it computes."""
+    if not isinstance(linear, LoRALinear):
+        return linear.weight                                             # (out, in)
+    return linear.weight + linear.scale * (linear.lora_B @ linear.lora_A)     # (out, in)
+
+
 def linear_layers(model):
     """{dotted name: layer} of every Linear in `model` (LoRALinear included), depth first;
     "blocks.0.attn.q_proj" is `model.blocks[0].attn.q_proj`."""
@@ -230,15 +243,25 @@ def adapters(model):
             if isinstance(layer, LoRALinear)}
 
 
-@door(model=lora_checks.a_module)
-def save_lora(model, path):
-    """Save the adapters of `model` alone in the safetensors file `path`: each LoRALinear's
-    `lora_A` and `lora_B` under their names in `state_dict()`, and in the metadata each layer's
-    rank and alpha. A few hundred kilobytes where the whole model is megabytes: the model it
-    adapts is loaded from its own file, and `load_lora` adds these to it."""
+@door(model=lora_checks.a_module, format=one_of("tinyattn", "peft"),
+      base_model_name_or_path=optional(lora_checks.text))
+def save_lora(model, path, format="tinyattn", base_model_name_or_path=None):
+    """Save the adapters of `model` alone: a few hundred kilobytes where the whole model is
+    megabytes; the model they adapt is loaded from its own file, and `load_lora` adds them to it.
+
+    format="tinyattn": the safetensors file `path`, each LoRALinear's `lora_A` and `lora_B` under
+    their names in `state_dict()`, and in the metadata each layer's rank and alpha.
+    format="peft": the folder `path` in Hugging Face peft's format (nn/lora_peft.py), which
+    `peft.PeftModel.from_pretrained(gpt2, path)` loads onto transformers' GPT-2 of the same
+    checkpoint, giving the same logits; `base_model_name_or_path` (that checkpoint's folder or
+    hub name) goes into its adapter_config.json. The three adapters of a block's q, k and v
+    become one on GPT-2's c_attn, exactly: nn/lora_peft.py says how, and how they come back."""
     layers = adapters(model)
     if not layers:
         raise ValueError("save_lora: the model has no LoRA adapters to save (add_lora adds them)")
+    if format == "peft":
+        save_peft(model, path, layers, base_model_name_or_path)
+        return
     arrays = {f"{name}.{part}": getattr(layer, part).data
               for name, layer in layers.items() for part in ("lora_A", "lora_B")}
     settings = {name: {"rank": layer.rank, "alpha": layer.alpha} for name, layer in layers.items()}
@@ -250,9 +273,11 @@ def load_lora(model, path):
     """Add the adapters that `save_lora` wrote in `path` to `model` (the model they were trained
     on, as it was before add_lora, or already adapted alike), as `add_lora` does: every parameter
     frozen, each layer named in the file a LoRALinear of the file's rank and alpha, holding the
-    file's A and B. The whole file is read and checked against the model first (names, ranks,
-    shapes, numbers), so a file that does not fit changes nothing. Returns a LoRASummary."""
-    arrays, settings = read_lora(path)
+    file's A and B. `path` is save_lora's file, or a folder in peft's format (made by peft, or by
+    save_lora(format="peft")) for a GPT-2. The whole file is read and checked against the model
+    first (names, ranks, shapes, numbers), so a file that does not fit changes nothing. Returns a
+    LoRASummary."""
+    arrays, settings = read_peft(path) if os.path.isdir(path) else read_lora(path)
     layers = linear_layers(model)
     arrays = lora_checks.adapters_fit(path, arrays, settings, layers)
     freeze(model)

@@ -1,5 +1,7 @@
 """Chapter 4. What makes an argument of LoRA (nn/lora.py) bad: the layer or model to adapt, its
 rank and targets, an adapters file that does not fit the model."""
+import os
+
 from tinyattn import arguments
 from tinyattn.arguments import at_least
 from tinyattn.arrays import numeric_array
@@ -10,6 +12,12 @@ def a_module(name, value):
     """An nn.Module."""
     if not callable(getattr(value, "named_children", None)):
         raise TypeError(f"{name} must be an nn.Module, got {type(value).__name__}")
+
+
+def text(name, value):
+    """A str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
 
 
 def patterns(name, value):
@@ -61,7 +69,7 @@ def adapters_fit(path, arrays, settings, linears):
     a rank and alpha for each layer it names, and that layer's A (rank, in) and B (out, rank),
     no other array; a layer adapted already has the same rank. Returns the arrays converted to
     the layers' dtype. Errors name the file."""
-    where = f"load_lora: the file {str(path)!r}"
+    where = f"load_lora: the {'folder' if os.path.isdir(path) else 'file'} {str(path)!r}"
     expected = {f"{name}.{part}" for name in settings for part in ("lora_A", "lora_B")}
     if set(arrays) != expected:
         raise ValueError(f"{where} holds arrays {sorted(arrays)} but names the adapters of "

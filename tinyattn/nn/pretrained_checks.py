@@ -17,13 +17,25 @@ def gpt2_shaped(self, folder):
     without bias, tied to the embedding or not (tie_word_embeddings); attention scaled by
     1/sqrt(head_dim) or not at all, the same in every block, as are the LayerNorms' eps and the
     sizes; GPT-2's layers alone, with no function attached to their hook points; one dtype."""
+    attached = [f"{name or 'the model'} ({', '.join(layer.hooked)})"
+                for name, layer in self.named_modules() if layer.hooked]
+    differences = gpt2_differences(self) + ([f"functions attached to the hook points of "
+                                             f"{', '.join(attached)}"] if attached else [])
+    if differences:
+        raise ValueError(f"GPT-2's layout holds a model with learned positions, GPT-2's layers "
+                         f"and the default scale; this one has {' and '.join(differences)}")
+
+
+def gpt2_differences(self, also=()):
+    """What makes `self` other than a GPT-2's layers and settings (gpt2_shaped), as phrases; none
+    for a GPT-2. Layers of the classes `also` count as GPT-2's (a later chapter's adapters, which
+    it saves apart)."""
     attentions = [block.attn for block in self.blocks]
     norms = [layer for layer in self.modules() if isinstance(layer, LayerNorm)]
     others = [(name, layer) for name, layer in self.named_modules()
-              if type(layer) not in GPT2_LAYERS and layer is not getattr(self, "positions", None)]
+              if type(layer) not in GPT2_LAYERS + tuple(also)
+              and layer is not getattr(self, "positions", None)]
     adapted = any(isinstance(layer, Linear) for _, layer in others)
-    attached = [f"{name or 'the model'} ({', '.join(layer.hooked)})"
-                for name, layer in self.named_modules() if layer.hooked]
     differences = [what for what, differs in (
         (f"{self.positional} positions (not learned)", self.positional != "learned"),
         ("an output head with a bias", self.head.bias is not None),
@@ -37,8 +49,5 @@ def gpt2_shaped(self, folder):
          + ", ".join(f"{name} (a {type(layer).__name__})" for name, layer in others)
          + (" (merge_lora(model) folds LoRA adapters into plain Linear layers; save_lora saves "
             "the adapters alone)" if adapted else ""), others),
-        (f"functions attached to the hook points of {', '.join(attached)}", attached),
     ) if differs]
-    if differences:
-        raise ValueError(f"GPT-2's layout holds a model with learned positions, GPT-2's layers "
-                         f"and the default scale; this one has {' and '.join(differences)}")
+    return differences
