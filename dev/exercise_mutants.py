@@ -33,7 +33,7 @@ import time
 
 from tinyattn_tools.exercises import BY_NAME, EXERCISES
 from tinyattn_tools.exercises.cutting import body_start, compose, source_of, unit_node
-from tinyattn_tools.exercises.running import LearnerFileError, load, run_checks
+from tinyattn_tools.exercises.grader import LearnerFileError, passed, run_checks
 
 OPERATORS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
              ast.FloorDiv: ast.Div, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult,
@@ -156,11 +156,10 @@ def caught(exercise, text, folder):
     path = pathlib.Path(folder) / f"{exercise.name}.py"
     path.write_text(text)
     try:
-        results = run_checks(exercise, load(exercise, path, SECONDS), path, fail_fast=True,
-                             seconds=SECONDS)
+        results = run_checks(exercise, path, fail_fast=True, seconds=SECONDS)
     except LearnerFileError:
         return True
-    return not all(measured.passed for _, measured in results)
+    return not passed(exercise, results)
 
 
 def measure(exercise, folder, swaps=False, out=None):
