@@ -188,6 +188,19 @@ def test_the_qualified_name_is_found_in_the_source_as_python_311_gives_it():
                                       "function.<locals>.inner.<locals>.<lambda>"]
 
 
+def test_on_python_3_10_the_learners_functions_are_named_from_their_source():
+    """Without co_qualname, a function of the learner's is named from the learner's file: at its
+    own line when it runs from there (the rest of the file), at the line the copy of the module
+    maps to when it was spliced in."""
+    job = types.SimpleNamespace(file="/work/mul_div.py", module_file="/copy/elementwise.py",
+                                source=NESTED, lines={40: 7, 41: 8})
+    from_the_file = types.SimpleNamespace(co_filename=job.file, co_firstlineno=11, co_name="method")
+    spliced = types.SimpleNamespace(co_filename=job.module_file, co_firstlineno=41,
+                                    co_name="Outer")
+    assert child.qualified_name(from_the_file, job) == "Outer.method"
+    assert child.qualified_name(spliced, job) == "Outer"
+
+
 def test_a_loop_that_never_ends_is_stopped_and_the_checks_after_it_are_not_run(tmp_path):
     """(The time limit covers the loading of the copy of tinyattn too: 2 s, not less.)"""
     path = tmp_path / "mul_div.py"

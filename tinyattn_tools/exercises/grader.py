@@ -211,17 +211,16 @@ def judged(exercise, process, path, fail_fast, seconds, on_result):
         for message in process.messages((seconds or 60) + SLACK):
             if "load_failed" in message:
                 raise LearnerFileError(str(message["load_failed"]))
-            if "start" in message:
+            if type(message.get("start")) is int and 0 <= message["start"] < len(exercise.checks):
                 running = exercise.checks[message["start"]]
-            elif "index" in message and message["index"] == len(results):
-                check = exercise.checks[message["index"]]
+            elif message.get("index") == len(results) < len(exercise.checks):
+                check = exercise.checks[len(results)]
                 if "exited" in message:
                     raise LearnerFileError(str(message["exited"]))
                 if "interrupted" in message:
                     raise KeyboardInterrupt
                 add(check, judged_one(check, message))
-                calls.update(message.get("calls", {}) if isinstance(message.get("calls"), dict)
-                             else {})
+                calls.update(calls_in(message))
                 stopped = check.what if "out_of_time" in message else None
                 if stopped or fail_fast and not results[-1][1].passed:
                     break
@@ -238,7 +237,7 @@ def judged(exercise, process, path, fail_fast, seconds, on_result):
         return results
     for check in exercise.checks[len(results):]:
         if stopped is None:
-            raise LearnerFileError(ended(process, path, running, results))
+            raise LearnerFileError(ended(process, path, running))
         add(check, Measured(False, None, f"not run: the check {stopped!r} ran out of time"))
     never = [unit for unit in exercise.units if not calls[unit]]
     if never and all(measured.passed for _, measured in results) and not fail_fast:
@@ -259,7 +258,7 @@ def judged_one(check, message):
         return Measured(False, None, f"what came back is not what the check computes "
                                      f"({type(error).__name__}: {error}): did your file change "
                                      "the grader?")
-    if measured.passed and not any(message.get("calls", {}).values()):
+    if measured.passed and not any(calls_in(message).values()):
         return Measured(False, None, "the check did not run your code (a fault of the exercise: "
                                      "please report it)")
     if measured.error is not None and math.isnan(measured.error) and message.get("nan"):
@@ -267,7 +266,14 @@ def judged_one(check, message):
     return measured
 
 
-def ended(process, path, running, results):
+def calls_in(message):
+    """{unit: calls of the learner's function} that a check's message reports."""
+    calls = message.get("calls")
+    return {unit: count for unit, count in calls.items() if isinstance(count, int)} \
+        if isinstance(calls, dict) else {}
+
+
+def ended(process, path, running):
     """The line for a check process that ended before every check sent its numbers."""
     process.stop()
     code = process.status

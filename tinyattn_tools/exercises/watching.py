@@ -36,12 +36,11 @@ class WroteIntoAGivenArray(Worded):
     """A learner's forward or backward that wrote into an array it was given."""
 
 
-class Found:
-    """What the watches found during one run of a check (None: that watch is off)."""
-
-    upcasts = None       # ["your unbroadcast returned float64 for float32 input", ...]
-    nans = None          # [(unit, what happened, the error that tells the line, or None), ...]
-    raising = {}         # np.errstate's settings while hunting: the errors that raise
+FOUND = {               # what the watches found during one run of a check (None: watch off)
+    "upcasts": None,    # ["your unbroadcast returned float64 for float32 input", ...]
+    "nans": None,       # [(unit, what happened, the error that tells the line, or None), ...]
+    "raising": {},      # np.errstate's settings while hunting: the errors that raise
+}
 
 
 @contextlib.contextmanager
@@ -49,14 +48,12 @@ def watching(kind, **raising):
     """Turn the watch `kind` on for the `with` block, and yield its list: "upcasts", or "nans"
     with the floating-point errors to raise at (`invalid="raise"` for NaN, `over` and `divide`
     for inf)."""
-    previous, found = (getattr(Found, kind), Found.raising), []
-    setattr(Found, kind, found)
-    Found.raising = raising
+    previous, found = dict(FOUND), []
+    FOUND.update({kind: found, "raising": raising})
     try:
         yield found
     finally:
-        setattr(Found, kind, previous[0])
-        Found.raising = previous[1]
+        FOUND.update(previous)
 
 
 def watched(unit):
@@ -73,23 +70,23 @@ def watched(unit):
 def call(unit, function, args, kwargs):
     """function(*args, **kwargs), the learner's `unit`, run under the watches that are on."""
     given = arrays_given(unit, function, args)
-    if Found.nans is None:
+    if FOUND["nans"] is None:
         result = guarded(unit, function, args, kwargs, given)
     else:
-        with np.errstate(**Found.raising):      # the first NaN (or inf) made raises
+        with np.errstate(**FOUND["raising"]):      # the first NaN (or inf) made raises
             try:
                 result = guarded(unit, function, args, kwargs, given)
             except FloatingPointError as error:
-                Found.nans.append((unit, f"{error}{on_shapes(args)}", error))
+                FOUND["nans"].append((unit, f"{error}{on_shapes(args)}", error))
                 raise
-        inf = "over" in Found.raising
+        inf = "over" in FOUND["raising"]
         if not_finite(result, inf) and not not_finite((args, kwargs), inf):
-            Found.nans.append((unit, f"it returned {'inf' if inf else 'NaN'} from inputs "
+            FOUND["nans"].append((unit, f"it returned {'inf' if inf else 'NaN'} from inputs "
                                      f"without any{on_shapes(args)}", None))
-    if Found.upcasts is not None and floating_dtypes((args, kwargs)) == {np.dtype(np.float32)}:
+    if FOUND["upcasts"] is not None and floating_dtypes((args, kwargs)) == {np.dtype(np.float32)}:
         made = floating_dtypes(result, tensors_first=False) - {np.dtype(np.float32)}
         if made:
-            Found.upcasts.append(f"your {unit} returned {sorted(map(str, made))[0]} for "
+            FOUND["upcasts"].append(f"your {unit} returned {sorted(map(str, made))[0]} for "
                                  "float32 input")
     return result
 
