@@ -285,6 +285,11 @@ spec = importlib.util.spec_from_file_location("own_elementwise", own)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 """
+COMPILED_CODE_READ = """
+import importlib.util, marshal, pathlib, tinyattn.ops.shape as beside
+own = pathlib.Path(beside.__file__).with_name("elementwise.py")
+marshal.loads(open(importlib.util.cache_from_source(str(own)), "rb").read()[16:])
+"""
 FROM_ANOTHER_PROCESS = """
 import subprocess, sys
 subprocess.run([sys.executable, "-c", "import tinyattn"])
@@ -308,6 +313,9 @@ DODGES = {   # name: (what is added to the blank, or a body for Mul.backward; wh
     "tinyattn's own module loaded from its file": (
         ("module", LOADED_FROM_ITS_FILE),
         "mul_div.py stopped while loading: your code opened tinyattn's own elementwise.py"),
+    "tinyattn's own module's compiled code read": (
+        ("module", COMPILED_CODE_READ),
+        "mul_div.py stopped while loading: your code opened tinyattn's own elementwise.cpython-"),
     "another process": (
         ("body", FROM_ANOTHER_PROCESS.strip().replace("\n", "\n        ")),
         "started a process (subprocess.Popen): only your own code is graded"),
@@ -324,7 +332,8 @@ def test_a_file_that_dodges_the_checks_fails_in_one_line(dodge, tmp_path):
                               1)
     text = blank + code if where in ("module", "both") else blank
     line = next((n for n, text_line in enumerate(text.splitlines(), 1)
-                 if "tinyattn.ops.elementwise import" in text_line or "exec_module" in text_line),
+                 if "tinyattn.ops.elementwise import" in text_line or "exec_module" in text_line
+                 or "marshal.loads" in text_line),
                 None)
     try:
         results = checked(MUL_DIV, text, tmp_path)

@@ -1,7 +1,9 @@
-"""The check process: a fresh Python whose tinyattn is the grader's copy, with the learner's
-functions in place of tinyattn's own (grader.py makes it; cutting.splice writes the module). It
-imports that copy, runs each of the exercise's checks (checks.py: the `run` half) and sends the
-grader what each computed, one message per line (messages.py); the grader judges.
+"""The check process: a Python that had never imported tinyattn (forked by the grader's server,
+`serve` below), whose tinyattn is the grader's compiled copy, with the exercise's module taken
+from the grader's file that has the learner's functions in place of tinyattn's own (grader.py;
+cutting.splice writes the module). It imports them, runs the rest of the learner's file in the
+module, runs each of the exercise's checks (checks.py: the `run` half) and sends the grader what
+each computed, one message per line (messages.py); the grader judges.
 
 What it adds around the learner's code:
   * the watches of watching.py, on every call of the learner's functions;
@@ -16,6 +18,7 @@ The learner's prints go to standard error; the messages go to standard output.
 import ast
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -31,6 +34,7 @@ from tinyattn_tools.exercises import messages, watching
 from tinyattn_tools.exercises.cutting import first_line
 from tinyattn_tools.exercises.exercise import Worded
 
+PREPARED = ("numpy.random", "argparse", "hashlib", "heapq", "secrets", "shutil", "zipfile")
 PROCESSES = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
              "os.fork", "os.forkpty")
 
@@ -44,8 +48,8 @@ class Refused(Worded, PermissionError):
 
 
 class Job:
-    """What the grader asked for (its JSON on standard input), and how to word the learner's
-    errors: the learner's file, and which lines of the copy of the module are the learner's."""
+    """What the grader asked for (grader.run_checks), and how to word the learner's errors: the
+    learner's file, and which lines of the copy of the module are the learner's."""
 
     def __init__(self, job):
         self.__dict__.update(job)
@@ -56,15 +60,19 @@ class Job:
 
 def serve():
     """The server of check processes (grader.Server): for each job, a line of standard input,
-    fork a check process and say when it ended; where os.fork is missing, run one job here."""
+    fork a check process and say when it ended; where os.fork is missing, run one job here.
+    It imports first what tinyattn and the catalogue import besides themselves, so that each
+    check process finds them imported."""
+    for name in PREPARED:
+        importlib.import_module(name)
     for text in sys.stdin:
         if not hasattr(os, "fork"):
-            return check(json.loads(text))
+            return run_job(json.loads(text))
         pid = os.fork()
         if pid == 0:
             try:
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                check(json.loads(text))
+                run_job(json.loads(text))
             finally:
                 sys.stderr.flush()
                 os._exit(0)
@@ -73,7 +81,7 @@ def serve():
         sys.stdout.flush()
 
 
-def check(job):
+def run_job(job):
     """Run the job's checks, in this process, sending a message per line of standard output."""
     job = Job(job)
     channel = os.fdopen(os.dup(1), "w")
@@ -84,7 +92,7 @@ def check(job):
         channel.flush()
     send(pid=os.getpid())
     sys.addaudithook(guard(job))
-    sys.path.insert(0, job.copy)
+    sys.meta_path.insert(0, Spliced(job))
     try:
         with time_limit(job.seconds):
             module = importlib.import_module(job.module)
@@ -94,8 +102,8 @@ def check(job):
         return send(load_failed=ends_the_program(error, job, "while loading"))
     except BaseException as error:
         return send(load_failed=f"{job.name} stopped while loading: {in_one_line(error, job)}")
-    if not pathlib.Path(sys.modules["tinyattn"].__file__).is_relative_to(job.copy):
-        return send(load_failed="the grader's copy of tinyattn was not the one imported")
+    if module.__file__ != job.module_file:
+        return send(load_failed="the grader's module with your functions was not the one imported")
     send(loaded=True)
     for index, check in enumerate(catalogue.BY_NAME[job.exercise].checks):
         send(start=index)
@@ -104,6 +112,19 @@ def check(job):
         if message.keys() & {"out_of_time", "exited", "interrupted"}:
             break
     send(finished=True)
+
+
+class Spliced:
+    """The import of the exercise's module from the grader's spliced file, in place of the
+    module of the copy of tinyattn (an entry of sys.meta_path, asked before any other)."""
+
+    def __init__(self, job):
+        self.job = job
+
+    def find_spec(self, name, path=None, target=None):
+        if name == self.job.module:
+            return importlib.util.spec_from_file_location(name, self.job.module_file)
+        return None
 
 
 def run_check(check, job):
@@ -161,15 +182,19 @@ def first_nan(check, job):
 
 
 def guard(job):
-    """The audit hook: refuses to open a file of tinyattn's own package, and to start a process,
-    saying so in the learner's words (kept in job.refusals, for the check that was running)."""
-    package = pathlib.Path(job.real).resolve()
+    """The audit hook: refuses to open tinyattn's own source of the exercise's module (in the copy
+    the check process imports, compiled or not) or any file of tinyattn's own package, and to
+    start a process, saying so in the learner's words (kept in job.refusals, for the check that
+    was running)."""
+    package, original = pathlib.Path(job.package).resolve(), pathlib.Path(job.original).resolve()
+    compiled = original.parent / "__pycache__"
 
     def hook(event, arguments):
         if event == "open" and isinstance(arguments[0], (str, bytes, os.PathLike)):
-            path = pathlib.Path(os.fsdecode(arguments[0]))
-            if package in path.resolve().parents:
-                refuse(f"opened tinyattn's own {path.name} (of {package})")
+            path = pathlib.Path(os.fsdecode(arguments[0])).resolve()
+            if package in path.parents or path == original or \
+                    path.parent == compiled and path.name.startswith(original.stem + "."):
+                refuse(f"opened tinyattn's own {path.name}")
         elif event in PROCESSES:
             refuse(f"started a process ({event})")
 

@@ -206,10 +206,10 @@ def splice(exercise, learner_text, learner_tree):
     grader's watch (watching.watched) as its innermost decorator; methods the learner added to a
     unit's class come after the unit, in the class. The rest, the given helpers and the class's
     other methods among it, is tinyattn's, as the learner's file says. The rest of the learner's
-    file is its other top-level statements (imports, helpers of their own), each on its own
-    line, the other lines left blank: the check process runs them in the module once tinyattn is
-    imported, as Python would run the learner's file. Raises CuttingError, naming the unit, if the
-    learner's file lacks one."""
+    file is its other top-level statements (imports, helpers of the learner's own) at their
+    lines, every other line blank: the check process runs it in the module once tinyattn is
+    imported, as Python would run the learner's file, and its errors tell the learner's lines.
+    Raises CuttingError, naming the unit, if the learner's file lacks one."""
     _, text, tree = source_of(exercise.module)
     lines, written = text.splitlines(), learner_text.splitlines()
     cut = {}                          # first line -> (last line, [(text, learner's line)])

@@ -2,12 +2,16 @@
 
 1. The file is read here: a syntax error, a function missing, or an import of tinyattn's own code
    over the learner's is refused at once, in one line.
-2. For this run only, a copy of tinyattn is made in a temporary folder, its exercise module with
-   the learner's functions spliced in place of tinyattn's (cutting.splice). tinyattn's own files
-   are not touched, and no object of tinyattn's is changed: in the copy, the learner's code is
-   simply the code of the module, so tinyattn's layers, doors and function tables call it.
+2. A copy of tinyattn is made in a temporary folder (once per grader process, compiled), and for
+   this run the exercise's module is written anew with the learner's functions spliced in place
+   of tinyattn's (cutting.splice); the check process imports it in place of the copy's own.
+   tinyattn's own files are not touched, and no object of tinyattn's is changed: there, the
+   learner's code is simply the code of the module, so tinyattn's layers, doors and function
+   tables call it.
 3. A check process (child.py) imports that copy and runs the `run` half of each check: it sends
-   back what each computed, the raw numbers, one message per check.
+   back what each computed, the raw numbers, one message per check. It is forked, for each run,
+   by a server process that has imported NumPy but never tinyattn (`Server`), so that a run does
+   not wait for Python to start and holds no object of tinyattn's own.
 4. Each is judged here, by the `judge` half (checks.py), against what tinyattn's own code
    computes: nothing the learner's file does decides a verdict. A check that sent nothing fails:
    the process ended (sys.exit, os._exit, a crash), it ran past its time, or what came back is not
@@ -17,7 +21,9 @@
 import ast
 import atexit
 import collections
+import compileall
 import contextlib
+import functools
 import math
 import os
 import pathlib
@@ -57,10 +63,13 @@ def run_checks(exercise, path, fail_fast=False, seconds=None, on_result=None):
     text, tree = read(exercise, path)
     module_text, lines, rest = splice(exercise, text, tree)
     with tempfile.TemporaryDirectory(prefix="tinyattn-check-") as folder:
+        module_file = pathlib.Path(folder) / exercise.file
+        module_file.parent.mkdir(parents=True)
+        module_file.write_text(module_text)
         job = dict(exercise=exercise.name, module=exercise.module, file=str(path), source=text,
-                   lines=lines, rest=rest, copy=folder, seconds=seconds,
-                   module_file=str(copy_of_tinyattn(folder, exercise, module_text)),
-                   real=str(pathlib.Path(tinyattn.__file__).parent))
+                   lines=lines, rest=rest, seconds=seconds, module_file=str(module_file),
+                   original=str(pathlib.Path(compiled_packages()) / exercise.file),
+                   package=str(pathlib.Path(tinyattn.__file__).parent))
         process = CheckProcess(job)
         try:
             return judged(exercise, process, path, fail_fast, seconds, on_result)
@@ -108,16 +117,19 @@ def read(exercise, path):
 # ------------------------------------------------------------------------------------------------
 # The copy of tinyattn, and the check process
 
-def copy_of_tinyattn(folder, exercise, text):
-    """Copy tinyattn's package into `folder`, compiled files included (the copy imports without
-    compiling again), but for the exercise's module: its text is `text`, and tinyattn's own
-    compiled code of it is left out. Returns the module's path in the copy."""
-    shutil.copytree(pathlib.Path(tinyattn.__file__).parent, pathlib.Path(folder) / "tinyattn")
-    module = pathlib.Path(folder) / exercise.file
-    for compiled in (module.parent / "__pycache__").glob(f"{module.stem}.*"):
-        compiled.unlink()
-    module.write_text(text)
-    return module
+@functools.lru_cache(maxsize=None)
+def compiled_packages():
+    """A temporary folder holding copies of tinyattn and tinyattn_tools with every module
+    compiled, made once per grader process: the check processes import both from there (the
+    exercise's module excepted), so that none compiles them again (Python writes no compiled
+    files where PYTHONDONTWRITEBYTECODE is set)."""
+    folder = tempfile.mkdtemp(prefix="tinyattn-compiled-")
+    atexit.register(shutil.rmtree, folder, True)
+    for package in (tinyattn, tinyattn_tools):
+        shutil.copytree(pathlib.Path(package.__file__).parent, pathlib.Path(folder) /
+                        package.__name__, ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(folder, quiet=1)
+    return folder
 
 
 class Server:
@@ -129,7 +141,7 @@ class Server:
     running = None
 
     def __init__(self):
-        tools = str(pathlib.Path(tinyattn_tools.__file__).resolve().parents[1])
+        tools = compiled_packages()
         environment = dict(os.environ)
         for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             environment.setdefault(variable, "1")      # the checks' arrays are small
