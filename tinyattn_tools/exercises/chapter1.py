@@ -13,7 +13,6 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn import engine
 from tinyattn.engine import Function
-from tinyattn.ops import reductions
 from tinyattn.ops.elementwise import Tanh
 from tinyattn import gradient_check
 from tinyattn.gradient_check import unit
@@ -101,15 +100,6 @@ EXP_LOG = Exercise(
 )
 
 
-def restored_axes():
-    """restore_reduced_axes on a gradient of a sum over axes (1,), (0, 2), and (1,) kept."""
-    grad = np.arange(8.0).reshape(2, 4)
-    return {f"axes {axes}, keepdims={keepdims}": reductions.restore_reduced_axes(given, axes,
-                                                                                  keepdims)
-            for given, axes, keepdims in ((grad, (1,), False), (np.arange(3.0), (0, 2), False),
-                                          (grad, (1,), True))}
-
-
 SUM_MEAN = Exercise(
     "sum_mean", 1, "the backward of sum and mean over axes",
     "tinyattn.ops.reductions", ("Sum.backward", "Mean.backward", "restore_reduced_axes"),
@@ -118,7 +108,6 @@ SUM_MEAN = Exercise(
     checks=(
         gradient_rows("sum all", "sum axis", "sum axes keepdims", "sum negative axis", "mean all",
                       "mean axes", "mean keepdims"),
-        same("restore_reduced_axes puts the summed axes back as size-1 axes", restored_axes),
         float32(lambda a: a.sum(axis=(0, 2)) * a.mean(axis=(0, 2)), (2, 3, 4)),
     ),
     hints=(
@@ -211,12 +200,6 @@ RESHAPE_TRANSPOSE = Exercise(
 )
 
 
-def repeated_indices():
-    (a,) = leaves((3, 4))
-    a[[1, 1, 0, 1]].backward(upstream((4, 4)))
-    return {"dL/da": a.grad}
-
-
 INDEX = Exercise(
     "index", 1, "the backward of indexing, with repeated indices",
     "tinyattn.ops.shape", ("Index.backward",),
@@ -226,7 +209,6 @@ INDEX = Exercise(
         gradient_rows("index int", "index slices", "index None ellipsis", "index array repeats",
                       "index arrays 2-d", "index tensor", "index mixed", "index boolean",
                       "Embedding"),
-        same("a row picked three times gets the sum of its three gradients", repeated_indices),
         float32(lambda a: a[[0, 2, 0]][:, 1:], (3, 4)),
     ),
     hints=(
@@ -600,13 +582,6 @@ MATMUL = Exercise(
 )
 
 
-def a_row_of_minus_infinities():
-    """A row of all -inf logits has all-zero weights, and so zero gradients, never NaN."""
-    x = ta.tensor([[0.5, -1.0, 2.0], [-np.inf, -np.inf, -np.inf]], requires_grad=True)
-    F.softmax(x).backward(upstream((2, 3)))
-    return {"dL/dx": x.grad}
-
-
 SOFTMAX = Exercise(
     "softmax", 1, "the backward of softmax",
     "tinyattn.ops.softmax", ("Softmax.backward",),
@@ -615,7 +590,6 @@ SOFTMAX = Exercise(
     checks=(
         gradient_rows("softmax", "softmax axis 0", "softmax 3-d",
                       "attention: sdpa, fully masked row"),
-        same("a row of all -inf logits gets zero gradients, no NaN", a_row_of_minus_infinities),
         float32(lambda x: F.softmax(x, axis=1), (2, 3, 4)),
     ),
     hints=(

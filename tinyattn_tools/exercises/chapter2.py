@@ -123,22 +123,6 @@ def a_learned_mask():
     return {"dL/dbias": bias.grad}
 
 
-def model_fed_in_steps():
-    """A causal language model fed 3, then 1, then 2 tokens through its KVCache, and the whole
-    sequence at once: each step's mask is causal_mask aligned after the cached tokens."""
-    found = {}
-    for positional in ("rope", "alibi"):
-        ta.manual_seed(0)
-        model = nn.CausalTransformer(vocab_size=9, embed_dim=8, num_heads=2, num_layers=2,
-                                     positional=positional)
-        ids = np.random.default_rng(1).integers(0, 9, (2, 6))
-        cache = model.empty_cache()
-        steps = [model(ids[:, start:stop], cache=cache) for start, stop in ((0, 3), (3, 4), (4, 6))]
-        found[f"{positional}: in steps"] = ta.concatenate(steps, axis=1)
-        found[f"{positional}: whole"] = model(ids)
-    return found
-
-
 CAUSAL_MASK = Exercise(
     "causal_mask", 2, "the causal mask, aligned for a key/value cache",
     "tinyattn.functional.scaled_dot_product", ("causal_mask",),
@@ -152,8 +136,6 @@ CAUSAL_MASK = Exercise(
         gradient_rows("attention: sdpa, causal", "attention: sdpa, causal and mask",
                       "attention: sdpa, ALiBi bias, causal", "attention: sdpa, learned float mask, "
                       "causal", "MultiHeadAttention, cached step (rope, random directions)"),
-        same("a language model fed a few tokens at a time through its KVCache, and the whole "
-             "sequence (rope, ALiBi)", model_fed_in_steps),
     ),
     hints=(
         "Re-read causal_mask's docstring: True where key j <= offset + i, for query i.",
