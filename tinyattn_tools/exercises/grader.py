@@ -191,8 +191,8 @@ class CheckProcess:
             if message is None:
                 continue
             if "ended" in message:
-                self.status = message["ended"] if text is not None else \
-                    self.server.process.wait()
+                status = message["ended"] if text is not None else self.server.process.wait()
+                self.status = status if type(status) is int else -1
             elif "pid" in message and self.pid is None:
                 self.pid = message["pid"]
             else:
