@@ -5,10 +5,12 @@ an operator (+ for -, * for /, @ for *, & for |, `+=` for `-=` or for `=`), a co
 <=, == for !=, `is` for `is not`), `and` for `or`, a unary minus or `not` dropped, a number n made
 n + 1 (1.0 made 2.0), True made False, or a function's name made its sibling's (sum for mean,
 maximum for minimum, tril for triu, sin for cos, exp for log, zeros for ones, argsort for sort).
-Each is checked as a learner's file would be (stopping at the first failed check); a mutant the
-checks pass is a wrong function that a learner could hand in and be told it is right, unless it
-computes the same function as the solution: such "equivalent" mutants are recorded with the
-exercise (`equivalent_mutants`), each with the reason, and left out of the share.
+Each is checked as a learner's file would be (in a check process of its own, stopping at the
+first failed check); a mutant the checks pass is a wrong function that a learner could hand in
+and be told it is right, unless it computes the same function as the solution: such
+"equivalent" mutants are recorded with the exercise (`equivalent_mutants`), each with the reason,
+and left out of the share. The time printed is the wall-clock time of the run (on a machine busy
+with other work it is longer).
 
     python dev/exercise_mutants.py [NAME ...] [--list] [--swaps] [--record]
 
@@ -33,7 +35,7 @@ import time
 
 from tinyattn_tools.exercises import BY_NAME, EXERCISES
 from tinyattn_tools.exercises.cutting import body_start, compose, source_of, unit_node
-from tinyattn_tools.exercises.running import LearnerFileError, load, run_checks
+from tinyattn_tools.exercises.grader import LearnerFileError, passed, run_checks
 
 OPERATORS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
              ast.FloorDiv: ast.Div, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult,
@@ -43,8 +45,9 @@ COMPARISONS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.G
                ast.In: ast.NotIn, ast.NotIn: ast.In}
 SIBLINGS = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "maximum": "minimum",
             "minimum": "maximum", "tril": "triu", "triu": "tril", "sin": "cos", "cos": "sin",
-            "exp": "log", "log": "exp", "zeros": "ones", "ones": "zeros", "zeros_like": "ones_like",
-            "ones_like": "zeros_like", "argsort": "sort", "add": "subtract"}
+            "exp": "log", "log": "exp", "zeros": "ones", "ones": "zeros",
+            "zeros_like": "ones_like", "ones_like": "zeros_like", "argsort": "sort",
+            "add": "subtract"}
 SECONDS = 20                 # a mutant whose check runs longer is stopped, and counted as caught
 RECORD = pathlib.Path(__file__).resolve().parents[1] / "docs" / "exercise_mutants.txt"
 
@@ -156,11 +159,10 @@ def caught(exercise, text, folder):
     path = pathlib.Path(folder) / f"{exercise.name}.py"
     path.write_text(text)
     try:
-        results = run_checks(exercise, load(exercise, path, SECONDS), path, fail_fast=True,
-                             seconds=SECONDS)
+        results = run_checks(exercise, path, fail_fast=True, seconds=SECONDS)
     except LearnerFileError:
         return True
-    return not all(measured.passed for _, measured in results)
+    return not passed(exercise, results)
 
 
 def measure(exercise, folder, swaps=False, out=None):
@@ -211,14 +213,14 @@ def main(argv=()):
                 print(key)
         return 0
     total = [0, 0, 0]
-    started = time.process_time()
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         for exercise in chosen:
             count, killed, same = measure(exercise, folder, args.swaps)
             total = [total[0] + count, total[1] + killed, total[2] + same]
-            print(f"{exercise.name:<22} {count:4} mutants, {same:3} equivalent, {killed:4} caught: "
-                  f"{share(killed, count - same)}", flush=True)
-    seconds = f"{time.process_time() - started:.0f} s of processor time"
+            print(f"{exercise.name:<22} {count:4} mutants, {same:3} equivalent, {killed:4} "
+                  f"caught: {share(killed, count - same)}", flush=True)
+    seconds = f"{time.perf_counter() - started:.0f} s"
     if args.swaps:
         print(f"\nall {len(chosen)} exercises: {total[0]} name-swap mutants, {total[1]} caught: "
               f"{share(total[1], total[0])}, equivalent ones not left out (each survivor is "

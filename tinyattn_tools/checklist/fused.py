@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+import tinyattn as ta
 import tinyattn.functional as F
 from tinyattn_tools.checklist.cases import FusedCase, OpCase
 
@@ -59,6 +60,9 @@ def composed_layer_norm(x, weight=None, bias=None, eps=1e-5):
     return normalized
 
 
+FROZEN = np.linspace(0.5, 2.0, 5)      # a weight that requires no grad: a constant of the op
+
+
 def np_layer_norm(x, weight=1.0, bias=0.0, eps=1e-5):
     centered = x - x.mean(axis=-1, keepdims=True)
     return centered / np.sqrt((centered ** 2).mean(axis=-1, keepdims=True) + eps) * weight + bias
@@ -75,6 +79,9 @@ OP_CASES = [
     OpCase("layer_norm", F.layer_norm, np_layer_norm, ((2, 3, 5), (5,), (5,))),
     OpCase("layer_norm, no weight or bias", F.layer_norm, np_layer_norm, ((4, 6),)),
     OpCase("layer_norm, rows of one", F.layer_norm, np_layer_norm, ((3, 1), (1,), (1,))),
+    OpCase("layer_norm, frozen weight (as add_lora leaves it)",
+           lambda x, b: F.layer_norm(x, ta.tensor(FROZEN.astype(x.dtype)), b),
+           lambda x, b: np_layer_norm(x, FROZEN, b), ((2, 5), (5,))),
 ]
 
 FUSED_CASES = [

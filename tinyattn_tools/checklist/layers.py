@@ -30,6 +30,13 @@ def sdpa_with_learned_mask():
     return F.scaled_dot_product_attention, [query, key, value, bias]
 
 
+def long_chain(x):
+    """3,000 ops in a row: a sweep that recursed would pass Python's limit of 1,000 frames."""
+    for _ in range(3000):
+        x = x * 1.0002
+    return x
+
+
 def embedding():
     ta.manual_seed(0)
     table = nn.Embedding(6, 4)
@@ -50,6 +57,10 @@ def tied_embedding():
 LAYER_CASES = [
     # functions
     LayerCase("F.dropout (fixed mask)", function(seeded_dropout, (4, 5))),
+    LayerCase("a broadcast input shaped like the output",
+              function(lambda a, b: (b * a).sum(axis=0), (4,), (3, 4))),
+    LayerCase("a chain of 3,000 ops (deeper than Python's recursion limit)",
+              function(long_chain, (3,))),
     LayerCase("F.cross_entropy",
               function(F.cross_entropy, (4, 5), targets=np.array([1, 0, 4, 1]))),
     LayerCase("F.cross_entropy (N, C, d), ignore_index",
@@ -66,6 +77,10 @@ LAYER_CASES = [
     LayerCase("attention: sdpa, fully masked row",
               function(F.attention, *QKV, attn_mask=ROW_FULLY_MASKED)),
     LayerCase("attention: sdpa, learned float mask", sdpa_with_learned_mask),
+    LayerCase("attention: sdpa, learned float mask, causal",
+              lambda: (lambda q, k, v, bias: F.scaled_dot_product_attention(
+                  q, k, v, attn_mask=bias, is_causal=True), leaves((2, 4, 3), (2, 4, 3),
+                                                                   (2, 4, 2), (4, 4)))),
     LayerCase("attention: sdpa, causal",
               function(F.attention, (2, 4, 4), (2, 4, 4), (2, 4, 3), is_causal=True)),
     LayerCase("attention: sdpa, causal and mask",

@@ -57,6 +57,7 @@ def np_elu(x, alpha=1.0):
 BOOL_MASK = np.array([[True, False, True, True], [False, False, True, False],
                       [True, True, False, True]])
 CONDITION = np.array([[True], [False], [True]])
+MATRIX, VECTOR = np.arange(20.0).reshape(4, 5), np.arange(4.0)     # constants on matmul's right
 
 OP_CASES = [
     # binary elementwise, same shape and broadcast on either side
@@ -153,6 +154,8 @@ OP_CASES = [
          ((2, 3), (4, 3))),
     OpCase("concatenate axis -1", lambda a, b, c: ta.concatenate([a, b, c], axis=-1),
          lambda a, b, c: np.concatenate([a, b, c], axis=-1), ((2, 3), (2, 1), (2, 2))),
+    OpCase("concatenate one tensor", lambda a: ta.concatenate([a], axis=-1),
+         lambda a: np.concatenate([a], axis=-1), ((2, 3),)),
     OpCase("stack", lambda a, b: ta.stack([a, b]), lambda a, b: np.stack([a, b]), ((2, 3), (2, 3))),
     OpCase("stack axis -1", lambda a, b: ta.stack([a, b], axis=-1),
          lambda a, b: np.stack([a, b], axis=-1), ((2, 3), (2, 3))),
@@ -175,6 +178,11 @@ OP_CASES = [
     OpCase("matmul vector and batch", lambda a, b: a @ b, np.matmul, ((4,), (2, 4, 5))),
     OpCase("rmatmul array", lambda b: np.ones((2, 3)) @ b, lambda b: np.ones((2, 3)) @ b, ((3, 4),),
          float64_constant=True),
+    OpCase("matmul constant matrix", lambda a: a @ MATRIX, lambda a: a @ MATRIX, ((2, 3, 4),),
+         float64_constant=True),
+    OpCase("matmul constant vector", lambda a: a @ VECTOR, lambda a: a @ VECTOR, ((2, 3, 4),),
+         float64_constant=True),
+    OpCase("matmul length-1 vector", lambda a, b: a @ b, np.matmul, ((3, 1), (1,))),
     # softmax and log-softmax
     OpCase("softmax", F.softmax, np_softmax, ((3, 5),)),
     OpCase("softmax axis 0", lambda a: F.softmax(a, axis=0), lambda a: np_softmax(a, axis=0),

@@ -1,4 +1,4 @@
-"""Exercises: learn by rewriting tinyattn's own code, graded by its gradient checks.
+"""Exercises: learn by rewriting tinyattn's own code, graded by its checks.
 
     python -m tinyattn exercises                      the list, with your progress
     python -m tinyattn exercise start NAME [--dir D]  writes tinyattn-exercises/NAME.py
@@ -10,20 +10,31 @@ Read in this order:
     exercise.py    what an exercise is: the functions it blanks (its units), what to read
                    first, its checks, its hints, and the classic wrong versions that must fail
     cutting.py     the learner's file, cut from tinyattn's source by its syntax tree, so that it
-                   never drifts from the code: signature and docstring kept, the body blanked
-    checks.py      the kinds of check: checklist rows, NumPy references, float32, properties
-    chapter1.py,   the catalogue, in the README's reading order
+                   never drifts from the code: signature and docstring kept, the body blanked;
+                   and the learner's functions spliced back into the module, for the grader
+    checks.py      the kinds of check, each in two halves: `run` computes with the learner's
+                   code, `judge` compares with tinyattn's own (the checklist's rows, NumPy)
+    chapter1.py,   the catalogue, in the README's reading order (catalogue.py gathers it)
     chapter2.py,
     chapter4.py
-    running.py     the learner's functions put in place of tinyattn's for one run, the checks
-                   run, one line each
+    grader.py      a check run: a copy of tinyattn with the learner's functions in it, a check
+                   process that imports it (child.py) and sends back raw numbers, judged here
+    child.py       the check process: the learner's code run, each check's numbers sent
     watching.py    what is watched while the learner's functions run: writes into the arrays
                    they were given, float32 made float64, where a NaN began
+    messages.py    what the check process sends: JSON lines, arrays as bytes, no pickles
     cli.py         the commands, and the learner's progress (progress.json in the workspace)
-    mutants.py     how honest the grader is: single-token mutants of the solutions, and the
-                   share of them that the checks catch
-"""
-from tinyattn_tools.exercises import chapter1, chapter2, chapter4
 
-EXERCISES = chapter1.EXERCISES + chapter2.EXERCISES + chapter4.EXERCISES
-BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
+How honest the grader is (wrong versions that must fail, single-token mutants of the solutions)
+is measured by the tests and by the repository's dev/exercise_mutants.py.
+"""
+
+
+def __getattr__(name):
+    """EXERCISES and BY_NAME, from the catalogue, imported when first asked for: the check
+    process imports this package before the copy of tinyattn it checks, which the catalogue
+    imports."""
+    if name in ("EXERCISES", "BY_NAME"):
+        from tinyattn_tools.exercises import catalogue
+        return getattr(catalogue, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

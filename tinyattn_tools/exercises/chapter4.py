@@ -12,8 +12,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn.nn.lora import LowRankUpdate
 from tinyattn_tools.checklist.lora import SCALE
-from tinyattn_tools.exercises.checks import (difference, float32, forward_rows, gradient_rows,
-                                             holds, matches)
+from tinyattn_tools.exercises.checks import float32, forward_rows, gradient_rows, same
 from tinyattn_tools.exercises.exercise import Exercise, WrongVersion as Wrong
 
 UPDATE_ROWS = ("lora update", "lora update, one row", "lora update, rank 1, 4-d x")
@@ -27,58 +26,49 @@ def x_and_linear(dtype=np.float64):
     return ta.tensor(x), nn.Linear(6, 4, dtype=dtype)
 
 
-def a_new_adapter_changes_nothing():
-    """A new LoRALinear's output minus its Linear's, exactly (B = 0 makes the update zero); plus
-    1 unless it keeps its rank, alpha and scale alpha / rank."""
+def a_new_adapter():
+    """A new LoRALinear's output minus its Linear's (B = 0 makes the update zero), its rank,
+    alpha and scale; and alpha left out, as most calls leave it."""
     x, linear = x_and_linear()
     before = linear(x).data
-    layer = nn.LoRALinear(linear, rank=2, alpha=8)
-    return difference(layer(x), before) + ((layer.rank, layer.alpha, layer.scale) != (2, 8, 4))
+    layer, default = nn.LoRALinear(linear, rank=2, alpha=8), nn.LoRALinear(linear, rank=4)
+    return {"output minus the Linear's": layer(x).data - before,
+            "rank, alpha and scale": [layer.rank, layer.alpha, layer.scale],
+            "rank 4, alpha not given: rank, alpha and scale": [default.rank, default.alpha,
+                                                               default.scale]}
 
 
-def the_frozen_linear_stays_put():
-    """After a backward and an AdamW step (with weight decay) over trainable_parameters(), the
-    Linear's weight and bias: how far they moved, plus 1 for each that got a gradient or still
-    requires grad; and 1 unless lora_A and lora_B are what trains."""
+def the_frozen_linear():
+    """After a backward and an AdamW step (with weight decay) over trainable_parameters(): the
+    Linear's weight and bias, what got a gradient, what requires grad, and what the layer's
+    state_dict and add_lora's summary (trainable / total) count: the frozen weight and bias must
+    stay its parameters."""
     x, linear = x_and_linear()
-    weight, bias = linear.weight.data.copy(), linear.bias.data.copy()
     layer = nn.LoRALinear(linear, rank=2)
     optimizer = ta.optim.AdamW(layer.trainable_parameters(), lr=0.1, weight_decay=0.5)
     for _ in range(2):
         layer(x).backward(np.random.default_rng(1).standard_normal((2, 3, 4)))
         optimizer.step()
-    error = max(difference(layer.weight, weight), difference(layer.bias, bias))
-    error += sum(p.grad is not None or p.requires_grad for p in (layer.weight, layer.bias))
-    trains = [name for name, p in layer.named_parameters() if p.requires_grad]
-    return error + (trains != ["lora_A", "lora_B"])
+    ta.manual_seed(0)
+    block = nn.TransformerBlock(8, 2, hidden_dim=16)
+    summary = nn.add_lora(block, rank=2)
+    return {"weight": layer.weight, "bias": layer.bias,
+            "parameters: requires grad, has a gradient": [
+                f"{name}: {p.requires_grad}, {p.grad is not None}"
+                for name, p in layer.named_parameters()],
+            "state_dict": sorted(layer.state_dict()),
+            "add_lora's summary of a TransformerBlock": [summary.trainable, summary.total]}
 
 
-def the_papers_formula():
-    """LoRALinear(rank 2, alpha 8), B given numbers, against x W^T + b + (alpha / r) x A^T B^T in
-    NumPy; and its merge() against the same."""
-    x, linear = x_and_linear()
-    layer = nn.LoRALinear(linear, rank=2, alpha=8)
-    layer.lora_B.data[...] = np.random.default_rng(2).standard_normal((4, 2))
-    W, b, A, B = (p.data for p in (layer.weight, layer.bias, layer.lora_A, layer.lora_B))
-    expected = x.data @ W.T + b + 4.0 * x.data @ A.T @ B.T
-    return [(layer(x), expected), (layer.merge()(x), expected)]
-
-
-def a_starts_as_a_linears_weight():
-    """How far lora_A is from what it should be: random, every number within the bound
-    1/sqrt(in_features) of a Linear(in, rank)'s weight, and not all of them tiny (0 if so)."""
+def the_adapters_drawn():
+    """lora_A under ta.manual_seed(0), drawn from tinyattn's generator as a Linear(in, rank)'s
+    weight is, and the adapters' dtypes on a float32 Linear without bias."""
     _, linear = x_and_linear()
-    A = nn.LoRALinear(linear, rank=3).lora_A.data
-    bound = 1 / np.sqrt(6)
-    error = max(0.0, float(np.abs(A).max()) - bound) if A.shape == (3, 6) else float("inf")
-    return error + (float(np.abs(A).max()) < bound / 4) + (len(np.unique(A)) < A.size)
-
-
-def float32_adapters():
-    """1 for each of lora_A and lora_B that is not float32 on a float32 Linear."""
-    _, linear = x_and_linear(np.float32)
-    layer = nn.LoRALinear(linear, rank=2)
-    return sum(p.dtype != np.float32 for p in (layer.lora_A, layer.lora_B))
+    ta.manual_seed(0)
+    A = nn.LoRALinear(linear, rank=3).lora_A
+    single = nn.LoRALinear(nn.Linear(6, 4, bias=False, dtype=np.float32), rank=2)
+    return {"lora_A": A, "on a float32 Linear: lora_A, lora_B's dtypes": [single.lora_A.dtype,
+                                                                          single.lora_B.dtype]}
 
 
 def lora_update(x, A, B):
@@ -93,21 +83,20 @@ LORA = Exercise(
                "and section 4.1 of Hu et al. 2021, \"LoRA: Low-Rank Adaptation of Large "
                "Language Models\"",
     checks=(
-        forward_rows(*UPDATE_ROWS)._replace(
-            what="the update's outputs vs NumPy, scale * x A^T B^T: 3 rows of the checklist"),
-        gradient_rows(*UPDATE_ROWS, *LAYER_ROWS)._replace(
-            what="gradients vs finite differences: the update, LoRALinear, an adapted "
-                 "TransformerBlock (6 rows of the checklist)"),
-        holds("a new LoRALinear computes exactly what its Linear did (B starts at zero); its "
-              "rank, alpha and scale", a_new_adapter_changes_nothing, 0.0),
-        holds("the Linear's weight and bias are frozen: no gradient, not moved by AdamW; only "
-              "lora_A and lora_B train", the_frozen_linear_stays_put, 0.0),
-        matches("LoRALinear(rank 2, alpha 8) and its merge() vs x W^T + b + (alpha / r) x A^T B^T",
-                the_papers_formula),
-        holds("lora_A starts as a Linear(in, rank)'s weight: random, within 1/sqrt(in)",
-              a_starts_as_a_linears_weight, 0.0),
+        forward_rows(*UPDATE_ROWS).named(
+            "the update's outputs vs NumPy, scale * x A^T B^T: 3 rows of the checklist"),
+        gradient_rows(*UPDATE_ROWS, *LAYER_ROWS).named(
+            "gradients vs tinyattn's: the update, LoRALinear, an adapted TransformerBlock (6 "
+            "rows of the checklist)"),
+        same("a new LoRALinear computes exactly what its Linear did (B starts at zero); its "
+             "rank, alpha and scale, alpha defaulting to the rank", a_new_adapter, 0.0),
+        same("the Linear's weight and bias are frozen, and stay its parameters: no gradient, not "
+             "moved by AdamW, in state_dict and in add_lora's count; only lora_A and lora_B train",
+             the_frozen_linear, 0.0),
+        same("lora_A is drawn from tinyattn's generator (ta.manual_seed repeats it) as a "
+             "Linear(in, rank)'s weight; a float32 Linear gets float32 adapters",
+             the_adapters_drawn, 0.0),
         float32(lora_update, (2, 3, 5), (2, 5), (4, 2)),
-        holds("a float32 Linear gets float32 adapters", float32_adapters, 0.0),
     ),
     hints=(
         "Re-read LowRankUpdate's docstring: h = x A^T is the input brought down to r numbers per "
@@ -149,6 +138,18 @@ LORA = Exercise(
               (("grad_x = (grad_h @ A).reshape(x_shape)", "grad_x = None"),)),
         Wrong("the scale left out of dL/dA and dL/dx (kept in the output and in dL/dB)",
               (("grad_h = scale * (grad @ B)", "grad_h = grad @ B"),)),
+        Wrong("alpha defaulting to 1 (loralib's default), not to the rank",
+              (("self.alpha = float(rank if alpha is None else alpha)",
+                "self.alpha = float(1 if alpha is None else alpha)"),)),
+        Wrong("lora_A drawn from NumPy's global generator: ta.manual_seed no longer repeats it",
+              (("self.lora_A = uniform((rank, self.in_features), 1.0 / math.sqrt(self.in_features)"
+                ", dtype)", "bound = 1.0 / math.sqrt(self.in_features)\n        self.lora_A = "
+                "Parameter(np.random.uniform(-bound, bound, (rank, self.in_features)).astype("
+                "dtype))"),)),
+        Wrong("the frozen weight and bias replaced by detached copies: they leave state_dict",
+              (("self.weight, self.bias = linear.weight, linear.bias",
+                "self.weight = linear.weight.detach()\n        self.bias = (None if linear.bias "
+                "is None else linear.bias.detach())"),)),
     ),
 )
 

@@ -2,6 +2,7 @@
 
     python -m tinyattn exercises [--dir DIR]
     python -m tinyattn exercise start|check|hint|solution NAME [--dir DIR]
+    (`python -m tinyattn exercises start NAME` and the like work too)
 
 The learner's files live in a workspace folder (tinyattn-exercises/ by default), with
 progress.json beside them: for each exercise started, its state (started, failing, passing) and
@@ -16,8 +17,8 @@ import textwrap
 
 from tinyattn_tools.exercises import BY_NAME, EXERCISES
 from tinyattn_tools.exercises.cutting import compose
-from tinyattn_tools.exercises.running import (LearnerFileError, load, report_line, run_checks,
-                                              summary)
+from tinyattn_tools.exercises.grader import (LearnerFileError, passed, report_line, run_checks,
+                                             summary)
 
 WORKSPACE = "tinyattn-exercises"
 SECONDS_PER_CHECK = 30       # a learner's loop that never ends is stopped, and told so
@@ -99,8 +100,14 @@ def record(exercise, folder, state):
 # ------------------------------------------------------------------------------------------------
 # The commands
 
+ACTIONS = ("start", "check", "hint", "solution")
+
+
 def list_main(argv=()):
-    """`python -m tinyattn exercises`: one line per exercise, with the learner's progress."""
+    """`python -m tinyattn exercises`: one line per exercise, with the learner's progress; with
+    an action first (`exercises start NAME`), that action, as `exercise` does it."""
+    if argv and argv[0] in ACTIONS:
+        return main(argv)
     parser = argparse.ArgumentParser(prog="python -m tinyattn exercises",
                                      description="the exercises, with your progress")
     parser.add_argument("--dir", default=WORKSPACE, help="your workspace (default %(default)s)")
@@ -121,7 +128,7 @@ def main(argv=()):
     parser = argparse.ArgumentParser(prog="python -m tinyattn exercise",
                                      description="start, check, get a hint for, or see the "
                                                  "solution of an exercise")
-    parser.add_argument("action", choices=("start", "check", "hint", "solution"))
+    parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("name", help="the exercise (`python -m tinyattn exercises` lists them)")
     parser.add_argument("--dir", default=WORKSPACE, help="your workspace (default %(default)s)")
     args = parser.parse_args(argv)
@@ -168,28 +175,24 @@ def check(exercise, folder):
         return 2
     print(f"Checking {path}: your {' and '.join(exercise.units)} in place of tinyattn's.",
           flush=True)
-    shown, loaded = [], False      # each check's line is printed as soon as it is measured
+    shown = []                     # each check's line is printed as soon as it is judged
 
     def printed(check, measured):
         shown.append(check)
         print(report_line(check, measured), flush=True)
     try:
-        functions = load(exercise, path, SECONDS_PER_CHECK)
-        loaded = True
-        results = run_checks(exercise, functions, path, seconds=SECONDS_PER_CHECK,
-                             on_result=printed)
+        results = run_checks(exercise, path, seconds=SECONDS_PER_CHECK, on_result=printed)
     except LearnerFileError as error:
         print(f"  FAIL  {error}")
         record(exercise, folder, "failing")
         return 1
     except KeyboardInterrupt:
-        running = (f"loading {path.name}" if not loaded else
-                   f"the check {exercise.checks[len(shown)].what!r}"
+        running = (f"the check {exercise.checks[len(shown)].what!r}"
                    if len(shown) < len(exercise.checks) else "the checks")
         print(f"  stopped (Ctrl-C) during {running}")
         return 130
     print(summary(results))
-    if all(measured.passed for _, measured in results):
+    if passed(exercise, results):
         record(exercise, folder, "passing")
         print(f"Passing. tinyattn's own version: `python -m tinyattn exercise solution "
               f"{exercise.name}`.")

@@ -12,6 +12,9 @@ An exercise names its module and its units, the functions the learner writes ("M
 
 The solution is the same file with tinyattn's bodies in place of the blanks, and a mutant is the
 same file with one unit's body changed (`compose` takes the body of each unit).
+
+The grader goes the other way (`splice`): tinyattn's module with the learner's units put back in
+place of its own, for the copy of tinyattn that a check process imports.
 """
 import ast
 import builtins
@@ -61,7 +64,7 @@ def unit_node(tree, unit, module_name):
 
 def first_line(node):
     """The node's first line, its decorators included (1-based)."""
-    return min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
 
 
 def body_start(function):
@@ -186,3 +189,78 @@ def from_import(module_name, names):
         else:
             row += ("" if row == opening else " ") + item
     return "\n".join(rows + [row])
+
+
+# ------------------------------------------------------------------------------------------------
+# The learner's units put back into the module
+
+WATCH = '@__import__("tinyattn_tools.exercises.watching", fromlist=["watched"]).watched({!r})'
+
+
+def splice(exercise, learner_text, learner_tree):
+    """(tinyattn's source of the exercise's module with the learner's units in place of its own,
+    {line of that source: line of the learner's file} for every line that is the learner's, the
+    rest of the learner's file).
+
+    Each unit comes as the learner wrote it, decorators included, indented to its place, with the
+    grader's watch (watching.watched) as its innermost decorator; methods the learner added to a
+    unit's class come after the unit, in the class. The rest, the given helpers and the class's
+    other methods among it, is tinyattn's, as the learner's file says. The rest of the learner's
+    file is its other top-level statements (imports, helpers of the learner's own) at their
+    lines, every other line blank: the check process runs it in the module once tinyattn is
+    imported, as Python would run the learner's file, and its errors tell the learner's lines.
+    Raises CuttingError, naming the unit, if the learner's file lacks one."""
+    _, text, tree = source_of(exercise.module)
+    lines, written = text.splitlines(), learner_text.splitlines()
+    cut = {}                          # first line -> (last line, [(text, learner's line)])
+    for unit in exercise.units:
+        original = unit_node(tree, unit, exercise.module)
+        mine = unit_node(learner_tree, unit, "the file")
+        replacement = taken(written, mine, original.col_offset, unit)
+        owner = unit.rpartition(".")[0]
+        if owner:
+            known = {item.name for item in top_level(tree, owner, exercise.module).body
+                     if isinstance(item, ast.FunctionDef)}
+            for item in top_level(learner_tree, owner, "the file").body:
+                if isinstance(item, ast.FunctionDef) and item.name not in known:
+                    replacement += [("", None)] + taken(written, item, original.col_offset)
+        cut[first_line(original)] = (original.end_lineno, replacement)
+    pieces = {unit.rpartition(".")[0] or unit for unit in exercise.units} | set(exercise.given)
+    rest = [""] * len(written)
+    for statement in learner_tree.body[has_docstring(learner_tree):]:
+        if not pieces & set(defined_names(statement)):
+            for number in range(first_line(statement), statement.end_lineno + 1):
+                rest[number - 1] = written[number - 1]
+    spliced, numbers, line = [], {}, 1
+    while line <= len(lines):
+        last, replacement = cut.get(line, (line, [(lines[line - 1], None)]))
+        for new, learner_line in replacement:
+            spliced.append(new)
+            if learner_line is not None:
+                numbers[len(spliced)] = learner_line
+        line = last + 1
+    return "\n".join(spliced) + "\n", numbers, "\n".join(rest) + "\n"
+
+
+def taken(lines, node, indent, unit=None):
+    """[(text, line number)] of the lines of `node` in `lines`, decorators included, moved to
+    `indent` columns; with `unit`, the grader's watch of it just above the `def`."""
+    shift = indent - node.col_offset
+    taken_lines = []
+    for number in range(first_line(node), node.end_lineno + 1):
+        if unit is not None and number == node.lineno:
+            taken_lines.append((" " * indent + WATCH.format(unit), number))
+        text = lines[number - 1]
+        moved = " " * shift + text if shift >= 0 else text[min(-shift, indented(text)):]
+        taken_lines.append((moved, number))
+    return taken_lines
+
+
+def indented(text):
+    return len(text) - len(text.lstrip(" "))
+
+
+def has_docstring(tree):
+    first = tree.body[0] if tree.body else None
+    return int(isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+               and isinstance(first.value.value, str))

@@ -1,6 +1,6 @@
 """What an exercise is: the functions it blanks, what to read first, its checks, its hints, and
 the classic wrong versions that its checks must catch."""
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 
 class Worded(Exception):
@@ -14,11 +14,6 @@ class Measured(NamedTuple):
     passed: bool
     error: float = None
     detail: str = ""
-
-
-class Check(NamedTuple):
-    what: str                         # the line the learner reads: what is checked
-    measure: Callable[[], Measured]   # runs it, with the learner's code in place
 
 
 class WrongVersion(NamedTuple):
@@ -35,11 +30,12 @@ class Exercise(NamedTuple):
     module: str                       # where the code lives, "tinyattn.ops.elementwise"
     units: tuple                      # what the learner writes: "Mul.backward", "unbroadcast"
     read_first: str
-    checks: tuple                     # Check, in the order they are printed
+    checks: tuple                     # checks.Check, in the order they are printed
     hints: tuple                      # from "re-read this line" to the key step, never the code
     wrong_versions: tuple             # WrongVersion: at least three, each must fail
     given: tuple = ()                 # helpers of the module copied into the file, for reading
-    equivalent_mutants: tuple = ()    # (mutant, why it computes the same function): see mutants.py
+    equivalent_mutants: tuple = ()    # (mutant, why it computes the same function): see
+                                      # dev/exercise_mutants.py
 
     @property
     def file(self):

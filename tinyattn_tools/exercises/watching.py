@@ -13,30 +13,34 @@
     returned one from inputs without any; failing that, where an inf was first made (an overflow,
     a division by 0), from which a later op made the NaN.
 
-`call` runs one call of a learner's function under these watches; running.py puts it around every
-function it puts in place.
+`watched(unit)` is the decorator the grader writes above each of the learner's functions in its
+copy of the module (cutting.splice): it counts the function's calls (a check that never ran the
+learner's code fails) and runs each call under these watches. This file imports no tinyattn module
+at its top, since that copy imports it while tinyattn is being imported.
 """
 import ast
+import collections
 import contextlib
+import functools
 import inspect
 import textwrap
 
 import numpy as np
 
-from tinyattn.engine import Function, Tensor
 from tinyattn_tools.exercises.exercise import Worded
+
+CALLS = collections.Counter()      # {unit: calls of the learner's function} in this process
 
 
 class WroteIntoAGivenArray(Worded):
     """A learner's forward or backward that wrote into an array it was given."""
 
 
-class Found:
-    """What the watches found during one run of a check (None: that watch is off)."""
-
-    upcasts = None       # ["your unbroadcast returned float64 for float32 input", ...]
-    nans = None          # [(unit, what happened, the error that tells the line, or None), ...]
-    raising = {}         # np.errstate's settings while hunting: the errors that raise
+FOUND = {               # what the watches found during one run of a check (None: watch off)
+    "upcasts": None,    # ["your unbroadcast returned float64 for float32 input", ...]
+    "nans": None,       # [(unit, what happened, the error that tells the line, or None), ...]
+    "raising": {},      # np.errstate's settings while hunting: the errors that raise
+}
 
 
 @contextlib.contextmanager
@@ -44,36 +48,45 @@ def watching(kind, **raising):
     """Turn the watch `kind` on for the `with` block, and yield its list: "upcasts", or "nans"
     with the floating-point errors to raise at (`invalid="raise"` for NaN, `over` and `divide`
     for inf)."""
-    previous, found = (getattr(Found, kind), Found.raising), []
-    setattr(Found, kind, found)
-    Found.raising = raising
+    previous, found = dict(FOUND), []
+    FOUND.update({kind: found, "raising": raising})
     try:
         yield found
     finally:
-        setattr(Found, kind, previous[0])
-        Found.raising = previous[1]
+        FOUND.update(previous)
+
+
+def watched(unit):
+    """The decorator of the learner's `unit`: its calls counted in CALLS, each run by `call`."""
+    def decorate(function):
+        @functools.wraps(function)
+        def watched_function(*args, **kwargs):
+            CALLS[unit] += 1
+            return call(unit, function, args, kwargs)
+        return watched_function
+    return decorate
 
 
 def call(unit, function, args, kwargs):
     """function(*args, **kwargs), the learner's `unit`, run under the watches that are on."""
     given = arrays_given(unit, function, args)
-    if Found.nans is None:
+    if FOUND["nans"] is None:
         result = guarded(unit, function, args, kwargs, given)
     else:
-        with np.errstate(**Found.raising):      # the first NaN (or inf) made raises
+        with np.errstate(**FOUND["raising"]):      # the first NaN (or inf) made raises
             try:
                 result = guarded(unit, function, args, kwargs, given)
             except FloatingPointError as error:
-                Found.nans.append((unit, f"{error}{on_shapes(args)}", error))
+                FOUND["nans"].append((unit, f"{error}{on_shapes(args)}", error))
                 raise
-        inf = "over" in Found.raising
+        inf = "over" in FOUND["raising"]
         if not_finite(result, inf) and not not_finite((args, kwargs), inf):
-            Found.nans.append((unit, f"it returned {'inf' if inf else 'NaN'} from inputs "
+            FOUND["nans"].append((unit, f"it returned {'inf' if inf else 'NaN'} from inputs "
                                      f"without any{on_shapes(args)}", None))
-    if Found.upcasts is not None and floating_dtypes((args, kwargs)) == {np.dtype(np.float32)}:
+    if FOUND["upcasts"] is not None and floating_dtypes((args, kwargs)) == {np.dtype(np.float32)}:
         made = floating_dtypes(result, tensors_first=False) - {np.dtype(np.float32)}
         if made:
-            Found.upcasts.append(f"your {unit} returned {sorted(map(str, made))[0]} for "
+            FOUND["upcasts"].append(f"your {unit} returned {sorted(map(str, made))[0]} for "
                                  "float32 input")
     return result
 
@@ -84,6 +97,7 @@ def call(unit, function, args, kwargs):
 def arrays_given(unit, function, args):
     """[(what the array is, array)]: the arrays the learner's forward or backward gets and must
     not write into, named as its own code names them; [] for any other function."""
+    from tinyattn.engine import Function
     method = unit.rpartition(".")[2]
     if method not in ("forward", "backward") or not args or not isinstance(args[0], Function):
         return []
@@ -193,6 +207,7 @@ def writeable_again(arrays):
 
 def arrays_in(value):
     """The tensors and arrays in `value`, lists, tuples and dicts opened."""
+    from tinyattn.engine import Tensor
     if isinstance(value, (Tensor, np.ndarray)):
         return [value]
     if isinstance(value, dict):
@@ -205,6 +220,7 @@ def arrays_in(value):
 def floating_dtypes(value, tensors_first=True):
     """The floating dtypes in `value`: of its tensors when it holds any and `tensors_first` (a
     float64 NumPy mask passed with float32 tensors asks for float32 out), else of all."""
+    from tinyattn.engine import Tensor
     found = arrays_in(value)
     tensors = [x for x in found if isinstance(x, Tensor)]
     return {x.dtype for x in (tensors if tensors and tensors_first else found)
@@ -214,7 +230,7 @@ def floating_dtypes(value, tensors_first=True):
 def not_finite(value, inf=False):
     """Whether `value` holds a NaN (or, with `inf`, an inf as well)."""
     bad = np.isinf if inf else np.isnan
-    return any(x.dtype.kind in "fc" and bad(x.data if isinstance(x, Tensor) else x).any()
+    return any(x.dtype.kind in "fc" and bad(np.asarray(getattr(x, "data", x))).any()
                for x in arrays_in(value))
 
 
