@@ -41,7 +41,10 @@ change is read as a paired difference (the same seed, the model before it): it i
 when a paired t-test over the seeds finds it at 5%, within the noise otherwise.
 
 Then QK-norm's claim, which is not about the loss at a good learning rate: models 4 and 5 trained
-again at ten times the ladder's rate.
+again at ten times the ladder's rate, and for every model the largest attention score q . k /
+sqrt(D) on held-out windows and the share of attention rows that put over 99% of their weight on
+one key (read through chapter 4's `run_with_cache`): the growth of the scores that QK-norm is
+there to stop.
 
 What the papers claim, and why the changes are used at scale (the entry on docs/demos.md says
 what this run found):
@@ -78,7 +81,9 @@ trains each model for 3 steps with 2 seeds (what the tests run; its numbers mean
 full run's time, as `dev/regenerate.py` measured it, ends the demo's entry on docs/demos.md.
 """
 import importlib
+import math
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -103,6 +108,7 @@ HIGH_LEARNING_RATE = 10 * LEARNING_RATE             # QK-norm's test
 HELD_OUT_SEED = 1000                                # the training batches use the seeds 0, 1, ...
 FULL = dict(seeds=(0, 1, 2), steps=200, warmup_steps=20, held_out_batches=20)
 QUICK = dict(seeds=(0, 1), steps=3, warmup_steps=1, held_out_batches=1)
+WIDTH = 100                                         # of the printed lines
 T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}    # Student's t, two-sided 5%, by freedoms
 
 
@@ -172,12 +178,12 @@ def qk_norm(vocab_size, dtype):
     return nn.OpenDecoder(decoder_settings(vocab_size, KV_HEADS, qk_norm=True), dtype=dtype)
 
 
-LADDER = (("GPT-2", "demo 11's model", gpt2),
+LADDER = (("GPT-2", "GPT-2 (demo 11's model)", gpt2),
           ("RMSNorm", "RMSNorm for LayerNorm", rms_norm),
-          ("SwiGLU", "gated feed-forward, no biases", swiglu),
-          ("rotary", "rotary positions for the table", rotary),
-          ("GQA", f"{KV_HEADS} key/value heads for {NUM_HEADS}", grouped_query),
-          ("QK-norm", "queries and keys RMS-normed", qk_norm))
+          ("SwiGLU", "SwiGLU, no biases", swiglu),
+          ("rotary", "rotary for the table", rotary),
+          ("GQA", f"{KV_HEADS} key/value heads of {NUM_HEADS}", grouped_query),
+          ("QK-norm", "QK-norm", qk_norm))
 
 
 # %% [markdown]
@@ -196,6 +202,30 @@ def cache_bytes_per_token(model):
     cache = model.empty_cache()
     model(np.zeros((1, CONTEXT), dtype=np.int64), cache=cache)
     return cache.nbytes // CONTEXT
+
+
+@ta.no_grad()
+def attention_extremes(model, ids):
+    """(the largest score q . k / sqrt(D) that any head gives a key it may see, the share of
+    attention rows, after the first position's, that put over 99% of their weight on one key)
+    over every layer, on ids (B, T), read from the queries, keys and weights that
+    `run_with_cache` records (chapter 4). Scores that grow without bound are what QK-norm
+    stops; the rows they make nearly one-hot are where the gradient through the softmax dies."""
+    model.eval()
+    _, cache = model.run_with_cache(ids)
+    model.train()
+    T = ids.shape[1]
+    visible = np.tril(np.ones((T, T), dtype=bool))                      # (T, S): key j <= query i
+    largest, saturated = 0.0, []
+    for i in range(len(model.blocks)):
+        q = cache[f"blocks.{i}.attn.q"]                                 # (B, H, T, D)
+        k = cache[f"blocks.{i}.attn.k"]                                 # (B, K, T, D)
+        k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)              # (B, H, T, D): groups
+        scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])        # (B, H, T, S)
+        largest = max(largest, float(np.abs(scores[..., visible]).max()))
+        weights = cache[f"blocks.{i}.attn.weights"]                     # (B, H, T, S)
+        saturated.append(float((weights[..., 1:, :].max(axis=-1) > 0.99).mean()))
+    return largest, float(np.mean(saturated))
 
 
 # %% [markdown]
@@ -236,8 +266,10 @@ def train_side_by_side(models, train_data, settings, seed, learning_rate):
 
 def run_ladder(rungs, vocab_size, train_data, held_out, settings, learning_rate):
     """Every seed's models of `rungs` (a part of LADDER) trained side by side: {name: {"loss":
-    held-out loss per seed, "batch_losses": per seed, "seconds": every step's}}."""
-    runs = {name: {"loss": [], "batch_losses": [], "seconds": []} for name, _, _ in rungs}
+    held-out loss per seed, "batch_losses": per seed, "seconds": every step's, "largest_score"
+    and "saturated": attention_extremes per seed, on the first held-out batch}}."""
+    runs = {name: {"loss": [], "batch_losses": [], "seconds": [], "largest_score": [],
+                   "saturated": []} for name, _, _ in rungs}
     for seed in settings["seeds"]:
         models = {}
         for name, _, build in rungs:
@@ -246,6 +278,9 @@ def run_ladder(rungs, vocab_size, train_data, held_out, settings, learning_rate)
         trained = train_side_by_side(models, train_data, settings, seed, learning_rate)
         for name, model in models.items():
             runs[name]["loss"].append(tiny_gpt.held_out_loss(model, held_out))
+            largest, saturated = attention_extremes(model, held_out[0][0])
+            runs[name]["largest_score"].append(largest)
+            runs[name]["saturated"].append(saturated)
             runs[name]["batch_losses"].append(trained[name][0])
             runs[name]["seconds"].extend(trained[name][1])
     return runs
@@ -317,7 +352,9 @@ def main(argv=None):
 def results(ladder, high, sizes, settings):
     """The numbers the table, the picture and the entry on docs/demos.md show, under names a
     template can use: for each model i, loss_i (mean over seeds), losses_i, change_i (the paired
-    difference from model i - 1), clear_i, read_i, step_ratio_i, parameters_i, cache_bytes_i."""
+    difference from model i - 1), clear_i, read_i, step_ratio_i, parameters_i, cache_bytes_i,
+    largest_score_i and saturated_i (means over the seeds); high_...: models 4 and 5 at the high
+    learning rate."""
     base_seconds = float(np.median(ladder["GPT-2"]["seconds"]))
     numbers = {"seeds": len(settings["seeds"]), "steps": settings["steps"],
                "embed_dim": EMBED_DIM, "learning_rate": LEARNING_RATE,
@@ -331,6 +368,8 @@ def results(ladder, high, sizes, settings):
         numbers[f"losses_{i}"] = run["loss"]
         numbers[f"step_ratio_{i}"] = float(np.median(run["seconds"])) / base_seconds
         numbers[f"parameters_{i}"], numbers[f"cache_bytes_{i}"] = sizes[name]
+        numbers[f"largest_score_{i}"] = float(np.mean(run["largest_score"]))
+        numbers[f"saturated_{i}"] = float(np.mean(run["saturated"]))
         if previous is not None:
             mean, spread, clear = paired_difference(run["loss"], previous)
             numbers.update({f"change_{i}": mean, f"change_spread_{i}": list(spread),
@@ -339,6 +378,8 @@ def results(ladder, high, sizes, settings):
     for i, name in ((4, "GQA"), (5, "QK-norm")):
         numbers[f"high_loss_{i}"] = float(np.mean(high[name]["loss"]))
         numbers[f"high_losses_{i}"] = high[name]["loss"]
+        numbers[f"high_largest_score_{i}"] = float(np.mean(high[name]["largest_score"]))
+        numbers[f"high_saturated_{i}"] = float(np.mean(high[name]["saturated"]))
     mean, spread, clear = paired_difference(high["QK-norm"]["loss"], high["GQA"]["loss"])
     numbers.update({"high_change": mean, "high_change_spread": list(spread),
                     "high_clear": clear, "high_read": change_read(mean, clear)})
@@ -362,27 +403,40 @@ def signed(value):
 
 
 def print_results(numbers):
-    seeds = numbers["seeds"]
     rows = []
-    for i, (name, change, _) in enumerate(LADDER):
-        against = "" if i == 0 else (
-            f"{signed(numbers[f'change_{i}'])} ({signed(numbers[f'change_spread_{i}'][0])} to "
-            f"{signed(numbers[f'change_spread_{i}'][1])}): {numbers[f'read_{i}']}")
-        rows.append([str(i), name, change, f"{numbers[f'loss_{i}']:.3f}", against,
+    for i, (_, change, _) in enumerate(LADDER):
+        spread = numbers.get(f"change_spread_{i}", (0.0, 0.0))
+        against = ["", ""] if i == 0 else [
+            f"{signed(numbers[f'change_{i}'])} ({signed(spread[0])} to {signed(spread[1])})",
+            "clear" if numbers[f"clear_{i}"] else "noise"]
+        rows.append([str(i), change, f"{numbers[f'loss_{i}']:.3f}", *against,
                      f"{numbers[f'step_ratio_{i}']:.2f}x", f"{numbers[f'parameters_{i}']:,}",
-                     f"{numbers[f'cache_bytes_{i}']:,}"])
+                     f"{numbers[f'cache_bytes_{i}']:,}", f"{numbers[f'largest_score_{i}']:.1f}"])
     demo_tools.print_table(
-        ["model", "name", "the change", "held-out loss", "against the model before (seeds)",
-         "step time", "parameters", "cache bytes/token"], rows,
-        title=f"Each model against the one before it: held-out loss (nats per character, mean of "
-              f"{seeds} seeds), the paired difference (its lowest and highest seed), the median "
-              f"step's processor time against GPT-2's, float32 cache bytes per token:")
-    print(f"\nQK-norm's test, models 4 and 5 trained again at lr {numbers['high_learning_rate']:g} "
+        ["model", "the change", "held-out loss", "against the one before", "t-test", "step time",
+         "parameters", "cache B/token", "top score"], rows,
+        title=f"Each model against the one before it. Held-out loss in nats per character (mean "
+              f"of {numbers['seeds']} seeds); the paired difference (mean, lowest and highest "
+              f"seed), clear\nif a t-test finds it at 5%; the median step's processor time "
+              f"against GPT-2's; float32 cache bytes per token; the largest\nattention score "
+              f"q.k/sqrt(D) on held-out windows (mean of the seeds):")
+    print("\n" + textwrap.fill(
+          f"QK-norm's test, models 4 and 5 trained again at lr {numbers['high_learning_rate']:g} "
           f"(the same seeds and batches): held-out loss {numbers['high_loss_4']:.3f} without, "
-          f"{numbers['high_loss_5']:.3f} with QK-norm; paired difference "
+          f"{numbers['high_loss_5']:.3f} with QK-norm, a paired difference of "
           f"{signed(numbers['high_change'])} ({signed(numbers['high_change_spread'][0])} to "
           f"{signed(numbers['high_change_spread'][1])}): {numbers['high_read']}. At lr "
-          f"{numbers['learning_rate']:g}: {numbers['loss_4']:.3f} and {numbers['loss_5']:.3f}.")
+          f"{numbers['learning_rate']:g}: {numbers['loss_4']:.3f} and {numbers['loss_5']:.3f}.",
+          WIDTH))
+    demo_tools.print_table(
+        ["lr", "model", "top score", "rows over 99% on one key"],
+        [[f"{lr:g}", f"{i} {numbers['names'][i]}", f"{numbers[f'{prefix}largest_score_{i}']:.1f}",
+          f"{numbers[f'{prefix}saturated_{i}']:.1%}"]
+         for lr, prefix in ((numbers["learning_rate"], ""),
+                            (numbers["high_learning_rate"], "high_"))
+         for i in (4, 5)],
+        title="Their attention on held-out windows (mean of the seeds): the largest score, and the "
+              "share of rows\n(after the first position's) nearly one-hot:")
 
 
 def plot(numbers, ladder, path):
@@ -390,65 +444,89 @@ def plot(numbers, ladder, path):
     if plt is None:
         return None
     names, count = numbers["names"], len(LADDER)
-    positions = np.arange(count)
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7.5), layout="constrained")
-    losses, curves, times, caches = axes.ravel()
+    positions, labels = np.arange(count), [f"{i} {name}" for i, name in enumerate(numbers["names"])]
+    high_lr = f"lr {numbers['high_learning_rate']:g}"
+    figure, axes = plt.subplots(2, 3, figsize=(15, 7.5), layout="constrained")
+    (losses, curves, scores), (times, caches, sizes) = axes
     for i in range(count):
         seed_losses = numbers[f"losses_{i}"]
         losses.bar(i, numbers[f"loss_{i}"], color="tab:blue", alpha=0.35)
         losses.plot([i] * len(seed_losses), seed_losses, "o", color="tab:blue", markersize=4)
     losses.plot([4, 5], [numbers["high_loss_4"], numbers["high_loss_5"]], "s--",
-                color="tab:red", label=f"at lr {numbers['high_learning_rate']:g} (mean of seeds)")
-    low = min(min(numbers[f"losses_{i}"]) for i in range(count))
-    high = max(max(numbers[f"losses_{i}"]) for i in range(count))
-    high = max(high, numbers["high_loss_4"], numbers["high_loss_5"])
-    losses.set(ylim=(low - 0.1, high + 0.05), ylabel="held-out loss (nats per character)",
-               title=f"Held-out loss, {numbers['steps']} steps at lr "
-                     f"{numbers['learning_rate']:g} (bar: mean; dots: seeds)")
+                color="tab:red", label=f"models 4 and 5 at {high_lr} (mean)")
+    shown = [loss for i in range(count) for loss in numbers[f"losses_{i}"]]
+    shown += [numbers["high_loss_4"], numbers["high_loss_5"]]
+    losses.set(ylim=(min(shown) - 0.1, max(shown) + 0.1), ylabel="nats per character",
+               title=f"Held-out loss after {numbers['steps']} steps at lr "
+                     f"{numbers['learning_rate']:g}\n(bar: mean; dots: the seeds)")
     losses.legend(fontsize=8, loc="upper right")
     window = max(1, numbers["steps"] // 10)
     for i, name in enumerate(names):
         mean_curve = np.mean(ladder[name]["batch_losses"], axis=0)
         smoothed = np.convolve(mean_curve, np.ones(window) / window, mode="valid")
-        curves.plot(np.arange(window, len(mean_curve) + 1), smoothed, label=f"{i} {name}")
-    curves.set(xlabel="training step", ylabel="training batch loss (mean of seeds)",
-               title=f"Training, the loss of each step's batch ({window}-step average)")
+        curves.plot(np.arange(window, len(mean_curve) + 1), smoothed, label=labels[i])
+    curves.set(xlabel="training step", ylabel="nats per character",
+               title=f"Training: each step's batch loss\n(mean of the seeds, {window}-step "
+                     f"average)")
+    curves.legend(fontsize=8)
+    scores.bar(positions, [numbers[f"largest_score_{i}"] for i in range(count)],
+               color="tab:orange")
+    scores.plot([4, 5], [numbers["high_largest_score_4"], numbers["high_largest_score_5"]], "s--",
+                color="tab:red", label=f"models 4 and 5 at {high_lr}")
+    scores.set_yscale("log")
+    scores.minorticks_off()
+    ticks = [tick for tick in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+             if 0.5 * min(scores.get_ylim()) <= tick <= 2 * max(scores.get_ylim())]
+    scores.set_yticks(ticks, [str(tick) for tick in ticks])
+    scores.set(ylabel="q . k / sqrt(D)",
+               title="The largest attention score on held-out windows\n(mean of the seeds)")
+    scores.legend(fontsize=8, loc="upper left")
     times.bar(positions, [numbers[f"step_ratio_{i}"] for i in range(count)], color="tab:green")
     times.axhline(1.0, color="gray", linewidth=1)
-    times.set(ylabel="step time against GPT-2's",
-              title="Processor time of a training step (median, interleaved)")
-    caches.bar(positions, [numbers[f"cache_bytes_{i}"] for i in range(count)], color="tab:purple")
+    times.set(ylabel="against GPT-2's",
+              title="Processor time of a training step\n(median; the models stepping in turn)")
+    caches.bar(positions, [numbers[f"cache_bytes_{i}"] for i in range(count)],
+               color="tab:purple")
+    caches.set(ylabel="bytes per token", title="Key/value cache per token written\n(float32)")
+    sizes.bar(positions, [numbers[f"parameters_{i}"] for i in range(count)], color="tab:gray")
     for i in range(count):
-        caches.annotate(f"{numbers[f'parameters_{i}']:,}\nparameters",
-                        (i, numbers[f"cache_bytes_{i}"]), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7)
-    caches.set(ylabel="bytes per token", ylim=(0, 1.3 * numbers["cache_bytes_0"]),
-               title="Key/value cache per token written (float32), and parameters")
-    for axes_ in (losses, times, caches):
-        axes_.set_xticks(positions, [f"{i} {name}" for i, name in enumerate(names)], fontsize=8)
-    curves.legend(fontsize=8)
+        sizes.annotate(f"{numbers[f'parameters_{i}']:,}", (i, numbers[f"parameters_{i}"]),
+                       xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
+    sizes.set(ylabel="parameters", ylim=(0, 1.15 * numbers["parameters_0"]), title="Parameters")
+    for axes_ in (losses, scores, times, caches, sizes):
+        axes_.set_xticks(positions, labels, fontsize=8, rotation=20)
     for axes_ in axes.ravel():
         axes_.grid(alpha=0.3)
     figure.suptitle("Demo 11's tiny GPT changed one step at a time towards Qwen3")
-    return demo_tools.save_figure(figure, path, dpi=110)
+    return demo_tools.save_figure(figure, path, dpi=100)
 
 
 PAGE_ENTRY = """\
 19. [`19_what_changed.py`](../demos/19_what_changed.py) — **what changed since GPT-2, and what
     each change buys.** Demo 11's tiny GPT (at width {embed_dim}) changed one step at a time
-    towards Qwen3, each model trained {steps} steps on the same batches with {seeds} seeds.
-    Held-out loss (nats per character, mean of the seeds) and the change from the model before,
-    read by a paired t-test: GPT-2 {loss_0:.3f}; RMSNorm {loss_1:.3f} ({read_1}); SwiGLU at
-    equal parameters, no biases {loss_2:.3f} ({read_2}); rotary positions {loss_3:.3f}
-    ({read_3}); grouped-query attention, {kv_heads} key/value heads for {num_heads}, {loss_4:.3f}
-    ({read_4}); QK-norm {loss_5:.3f} ({read_5}). At ten times the learning rate
-    ({high_learning_rate:g}), QK-norm's model scores {high_loss_5:.3f} against {high_loss_4:.3f}
-    without it ({high_read}). A training step takes {step_ratio_1:.2f} / {step_ratio_2:.2f} /
-    {step_ratio_3:.2f} / {step_ratio_4:.2f} / {step_ratio_5:.2f} times GPT-2's processor time;
-    the parameters go from {parameters_0:,} to {parameters_5:,}, and the key/value cache from
-    {cache_bytes_0:,} bytes per token to {cache_bytes_5:,}: what grouped-query attention is for.
+    towards Qwen3, each of the six models trained {steps} steps on the same batches at lr
+    {learning_rate:g}, {seeds} seeds; models 0 to 2 are chapter 2's model with chapter 5's layers
+    set in, 3 to 5 `nn.OpenDecoder` with Llama's and then Qwen3's `DecoderSettings`.
 
-    ![held-out loss, training curves, step time and cache of each model](pictures/what_changed.png)"""
+    Held-out loss (nats per character, mean of the seeds), the change from the model before as a
+    paired t-test reads it, and a training step's processor time against GPT-2's (the models
+    stepping in turn): GPT-2 {loss_0:.3f}; RMSNorm {loss_1:.3f} ({read_1}), {step_ratio_1:.2f}x;
+    SwiGLU at equal parameters ({gated_hidden_dim} hidden units), without biases, {loss_2:.3f}
+    ({read_2}), {step_ratio_2:.2f}x; rotary positions {loss_3:.3f} ({read_3}),
+    {step_ratio_3:.2f}x; grouped-query attention, {kv_heads} key/value heads for {num_heads},
+    {loss_4:.3f} ({read_4}), {step_ratio_4:.2f}x, its cache {cache_bytes_4:,} bytes per token
+    instead of {cache_bytes_3:,} and {parameters_4:,} parameters instead of {parameters_3:,};
+    QK-norm {loss_5:.3f} ({read_5}), {step_ratio_5:.2f}x. At ten times the learning rate
+    ({high_learning_rate:g}) the largest attention score on held-out windows grows to
+    {high_largest_score_4:.0f} without QK-norm (from {largest_score_4:.0f}), and
+    {high_saturated_4:.0%} of the attention rows put over 99% of their weight on one key; with it
+    the score stays at {high_largest_score_5:.0f}, and the loss is {high_loss_5:.3f} against
+    {high_loss_4:.3f} ({high_read}). RMSNorm's paper claims the quality of LayerNorm at less
+    time, grouped-query attention's close to multi-head quality with a smaller cache, QK-norm's
+    stable training at high learning rates: time, memory and stability, not loss.
+
+    ![held-out loss, training, attention scores, step time, cache and parameters of each
+    model](pictures/what_changed.png)"""
 
 # %% [markdown]
 # Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
