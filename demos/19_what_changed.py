@@ -518,10 +518,11 @@ PAGE_ENTRY = """\
     instead of {cache_bytes_3:,} and {parameters_4:,} parameters instead of {parameters_3:,};
     QK-norm {loss_5:.3f} ({read_5}), {step_ratio_5:.2f}x. At ten times the learning rate
     ({high_learning_rate:g}) the largest attention score on held-out windows grows to
-    {high_largest_score_4:.0f} without QK-norm (from {largest_score_4:.0f}), and
-    {high_saturated_4:.0%} of the attention rows put over 99% of their weight on one key; with it
-    the score stays at {high_largest_score_5:.0f}, and the loss is {high_loss_5:.3f} against
-    {high_loss_4:.3f} ({high_read}). RMSNorm's paper claims the quality of LayerNorm at less
+    {high_largest_score_4:.0f} without QK-norm (from {largest_score_4:.0f} at
+    {learning_rate:g}), and {high_saturated_4:.0%} of the attention rows put over 99% of their
+    weight on one key; with QK-norm it reaches {high_largest_score_5:.0f} (from
+    {largest_score_5:.0f}), with {high_saturated_5:.0%} of the rows so, and the loss is
+    {high_loss_5:.3f} against {high_loss_4:.3f} ({high_read}). RMSNorm's paper claims the quality of LayerNorm at less
     time, grouped-query attention's close to multi-head quality with a smaller cache, QK-norm's
     stable training at high learning rates: time, memory and stability, not loss.
 
