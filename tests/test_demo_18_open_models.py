@@ -14,6 +14,7 @@ import pytest
 import regenerate
 import tinyattn as ta
 from tinyattn_tools import tokenizer_files
+from tinyattn_tools.bench.open_generation import qwen3_model
 
 demo = importlib.import_module("18_open_models")
 
@@ -87,7 +88,6 @@ def small_qwen3(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qwen3")
     sizes = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=4)
-    from tinyattn_tools.bench.open_generation import qwen3_model
     qwen3_model(**sizes).save_pretrained(folder)
     tokenizer_files.write_qwen_tokenizer_json(folder)
     template = (demo.FIXTURES / "chat_templates" / "chatml.jinja").read_text()
