@@ -8,7 +8,8 @@ import pytest
 
 from tinyattn_tools import bench
 from tinyattn_tools.bench import (generation, gpt2_generation, hooks, long_attention,
-                                  multi_head, overhead, tokenizer_speed, training)
+                                  multi_head, open_generation, overhead, tokenizer_speed,
+                                  training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -92,14 +93,14 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["9"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, got 9" in capsys.readouterr().err
+        bench.main(["10"])
+    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, got 10" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -210,3 +211,84 @@ def test_a_tokenizer_that_gives_other_ids_is_caught(monkeypatch):
         text)[1:])
     with pytest.raises(AssertionError, match="Qwen .* gives other ids than tokenizers, Qwen"):
         tokenizer_speed.bench_tokenizers(rounds=1, size=2_000)
+
+
+# Qwen3-0.6B's config.json with every size made small
+TINY_QWEN3 = dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=4)
+
+
+def test_the_qwen3_model_is_its_configs_shape():
+    model = open_generation.qwen3_model(**TINY_QWEN3)
+    s = model.settings
+    assert (s.model_type, s.qk_norm, s.tied_head, s.rope_theta) == ("qwen3", True, True, 1e6)
+    assert (s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim) == (2, 4, 2, 4)
+    assert model.parameters()[0].dtype == np.float32
+    # every parameter once: the tied head is the embedding, not a second copy of it
+    assert open_generation.weight_bytes(model) == 4 * sum(p.size for p in model.parameters())
+    assert model.head.weight is model.embed.weight
+
+
+def test_the_products_alone_multiply_one_row_by_every_weight_matrix():
+    model = open_generation.qwen3_model(**TINY_QWEN3)
+    matrices = open_generation.weight_matrices(model)
+    # per block q, k, v, out (4 and 2 heads of 4), gate, up (16 -> 32), down; then the head
+    per_block = [(16, 16), (8, 16), (8, 16), (16, 16), (32, 16), (32, 16), (16, 32)]
+    assert [matrix.shape for matrix in matrices] == per_block * 2 + [(64, 16)]
+    assert matrices[-1] is model.embed.weight.data
+    norms = sum(p.data.nbytes for name, p in model.named_parameters() if "norm" in name)
+    assert sum(m.nbytes for m in matrices) == open_generation.weight_bytes(model) - norms
+    assert open_generation.matrix_vector_products(model)() is None
+
+
+def test_the_shares_are_the_bytes_read_per_second_over_that_rounds_bandwidth(capsys):
+    """Two rounds: the bandwidth 2 and then 1 GB/s; a token of 1 GB in 1 s and then 2 s (8 tokens
+    a round): shares 0.5 and 0.5; the products alone, 1 GB in 0.25 s and 0.5 s: 2 and 2."""
+    times = {"NumPy's products": [0.25, 0.5], "tinyattn": [8.0, 16.0],
+             "transformers": [16.0, 16.0]}
+    figures = open_generation.report(times, [2e9, 1e9], ["tinyattn", "transformers"],
+                                     nbytes=1e9, new_tokens=8)
+    assert figures["bandwidth"] == 1.5e9                          # the median of 2 and 1 GB/s
+    assert figures["tinyattn"] == 8 / 12 and figures["transformers"] == 0.5
+    assert figures["share"] == {"tinyattn": 0.5, "transformers": 0.375, "NumPy's products": 2.0}
+    assert figures["ratio"] == 1.5                                 # the median of 2 and 1
+    out = capsys.readouterr().out
+    assert "tinyattn        0.67 tokens/s, reading the weights at   0.7 GB/s:  50% of the bound" \
+        in out
+    assert "1.50x as many tokens per second as transformers" in out
+    assert max(map(len, out.splitlines())) <= 100
+
+
+def test_the_bandwidth_is_the_fastest_of_three_reads(monkeypatch):
+    clock = iter([0.0, 3.0, 10.0, 12.0, 20.0, 24.0])                # reads of 3 s, 2 s and 4 s
+    monkeypatch.setattr(open_generation.time, "process_time", lambda: next(clock))
+    assert open_generation.read_bandwidth(np.ones(1000, dtype=np.float32)) == 4000 / 2.0
+
+
+def test_the_qwen3_bench_runs_alone_without_transformers(capsys):
+    figures = open_generation.bench_open_generation(1, None, new_tokens=3, bandwidth_bytes=2**16,
+                                                    **TINY_QWEN3)
+    assert sorted(figures) == ["bandwidth", "share", "tinyattn"] and figures["tinyattn"] > 0
+    assert sorted(figures["share"]) == ["NumPy's products", "tinyattn"]
+    out = capsys.readouterr().out
+    assert "not installed: tinyattn is measured alone)" in out and "of the bound" in out
+
+
+def test_the_qwen3_bench_checks_the_same_model_in_transformers_first(capsys):
+    """Skipped, saying so, where PyTorch or transformers is not installed."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: part 9 measures "
+                                                "tinyattn alone")
+    pytest.importorskip("transformers", reason="transformers is not installed: part 9 measures "
+                                               "tinyattn alone")
+    figures = open_generation.bench_open_generation(1, torch, new_tokens=3,
+                                                    bandwidth_bytes=2**16, **TINY_QWEN3)
+    assert figures["ratio"] > 0 and sorted(figures["share"]) == [
+        "NumPy's products", "tinyattn", "transformers"]
+    assert "the same 3 greedy tokens as transformers, checked first" in " ".join(
+        capsys.readouterr().out.split())
+    model, other = (open_generation.qwen3_model(seed, **TINY_QWEN3) for seed in (0, 1))
+    ids, prompt = np.array([[5, 9, 2, 7]]), np.array([[3]])
+    with tempfile.TemporaryDirectory() as folder:
+        theirs = open_generation.transformers_model(other, folder)
+        with pytest.raises(AssertionError, match="transformers computes other logits"):
+            open_generation.check_same_model(torch, model, theirs, ids, prompt, 3)

@@ -9,7 +9,8 @@ from tinyattn_tools import cli
 def test_help_lists_the_commands(capsys):
     assert cli.main([]) == 0
     out = capsys.readouterr().out
-    assert "check" in out and "bench" in out and "download gpt2 [FOLDER]" in out
+    assert "check" in out and "bench" in out
+    assert "download gpt2|qwen3-0.6b|smollm2-135m [FOLDER]" in out
 
 
 def test_an_unknown_command_is_named(capsys):

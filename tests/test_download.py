@@ -1,20 +1,28 @@
-"""`python -m tinyattn download gpt2` (tinyattn_tools/download.py) against a server on this
+"""`python -m tinyattn download NAME` (tinyattn_tools/download.py) against a server on this
 machine (127.0.0.1): files checked and renamed only when whole, a cut transfer resumed with an
 HTTP Range request, a server that ignores the Range, a file of the wrong bytes refused, an answer
 of the wrong length (an error page) refused before any byte is kept, a folder that cannot be one,
-and the offline path: one line, exit status 1, nothing half-written."""
+and the offline path: one line, exit status 1, nothing half-written. Then the table of models:
+GPT-2, Qwen3-0.6B and SmolLM2-135M-Instruct, each with its tokenizer's files, and a chapter-5
+model downloaded by name found by `nn.from_pretrained` and `tokenizer.from_pretrained`."""
+import dataclasses
 import hashlib
 import http.server
 import io
+import json
 import pathlib
 import re
 import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
-from tinyattn_tools import cli, download
+import tinyattn as ta
+from tinyattn import tokenizer
+from tinyattn_tools import cli, download, tokenizer_files
+from tinyattn_tools.bench import open_generation
 
 CONTENTS = {"config.json": b'{"n_layer": 12}\n', "model.safetensors": bytes(range(256)) * 40}
 
@@ -75,6 +83,14 @@ class Server:
 def fetch_all(folder, server, files=None):
     progress = download.Progress(io.StringIO())
     return download.download(folder, server.url, files or listing(), progress)
+
+
+def served(monkeypatch, server, name="gpt2", contents=CONTENTS):
+    """Make `python -m tinyattn download NAME` fetch `contents` from `server` (a URL, or a Server)
+    instead of the hub."""
+    url = getattr(server, "url", server)
+    model = dataclasses.replace(download.MODELS[name], base_url=url, files=listing(contents))
+    monkeypatch.setitem(download.MODELS, name, model)
 
 
 def test_every_file_arrives_whole_and_checked_and_is_not_fetched_twice(tmp_path):
@@ -192,8 +208,7 @@ def test_a_folder_that_cannot_be_one_is_said_in_one_line(tmp_path, monkeypatch, 
                                                          message):
     (tmp_path / "a file").write_text("not a folder")
     with Server() as server:
-        monkeypatch.setattr(download, "BASE_URL", server.url)
-        monkeypatch.setattr(download, "FILES", listing())
+        served(monkeypatch, server)
         assert cli.main(["download", "gpt2", str(tmp_path / where)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
@@ -223,7 +238,7 @@ def closed_port():
 
 
 def test_offline_it_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(download, "BASE_URL", closed_port())
+    served(monkeypatch, closed_port())
     assert cli.main(["download", "gpt2", str(tmp_path / "gpt2")]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -234,11 +249,9 @@ def test_offline_it_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch
 
 
 def test_offline_a_partial_file_is_kept_and_said(tmp_path, monkeypatch, capsys):
-    files = listing()
     (tmp_path / "config.json").write_bytes(CONTENTS["config.json"])
     (tmp_path / "model.safetensors.partial").write_bytes(b"\0" * 300)
-    monkeypatch.setattr(download, "BASE_URL", closed_port())
-    monkeypatch.setattr(download, "FILES", files)
+    served(monkeypatch, closed_port())
     assert cli.main(["download", "gpt2", str(tmp_path)]) == 1
     assert capsys.readouterr().err.endswith(
         f"Kept 300 bytes in {tmp_path / 'model.safetensors.partial'}: the next run resumes from "
@@ -247,32 +260,89 @@ def test_offline_a_partial_file_is_kept_and_said(tmp_path, monkeypatch, capsys):
 
 def test_the_command_line_downloads_into_the_folder_it_is_given(tmp_path, monkeypatch, capsys):
     with Server() as server:
-        monkeypatch.setattr(download, "BASE_URL", server.url)
-        monkeypatch.setattr(download, "FILES", listing())
+        served(monkeypatch, server)
         assert cli.main(["download", "gpt2", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"is in {tmp_path}, every file checked (size and SHA-256)" in out
+    assert out.startswith(f"GPT-2 small (openai-community/gpt2 at revision 607a30d783df) is in "
+                          f"{tmp_path}, every file checked (size and SHA-256): "
+                          f"CausalTransformer.from_pretrained('{tmp_path}')")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(CONTENTS)
 
 
 def test_the_default_folder_is_a_per_user_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert download.default_folder() == str(tmp_path / "tinyattn" / "gpt2")
+    assert download.default_folder("qwen3-0.6b") == str(tmp_path / "tinyattn" / "qwen3-0.6b")
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert download.default_folder() == str(tmp_path / ".cache" / "tinyattn" / "gpt2")
 
 
-def test_only_gpt2_is_offered():
+def test_three_models_are_offered_and_no_other():
     done = subprocess.run([sys.executable, "-m", "tinyattn", "download", "gpt3"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "invalid choice: 'gpt3'" in done.stderr
+    assert done.returncode == 2
+    assert re.search(r"invalid choice: 'gpt3' \(choose from '?gpt2'?, '?qwen3-0.6b'?, "
+                     r"'?smollm2-135m'?\)", done.stderr), done.stderr      # quoted from 3.11 on
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
 
 def test_the_listing_is_gpt2s_tokenizer_files_of_the_fixture():
     """vocab.json and merges.txt of GPT-2 are the fixture's (OpenAI's own files): their listed
     sizes and SHA-256 are checked here against the bytes."""
-    folder = pathlib.Path(__file__).resolve().parent / "fixtures" / "gpt2-tiny"
     for name in ("vocab.json", "merges.txt"):
-        data = (folder / name).read_bytes()
-        assert download.FILES[name] == (len(data), hashlib.sha256(data).hexdigest())
+        data = (FIXTURES / "gpt2-tiny" / name).read_bytes()
+        assert download.MODELS["gpt2"].files[name] == (len(data),
+                                                       hashlib.sha256(data).hexdigest())
+
+
+@pytest.mark.parametrize("name, repository", [("qwen3-0.6b", "Qwen/Qwen3-0.6B"),
+                                              ("smollm2-135m",
+                                               "HuggingFaceTB/SmolLM2-135M-Instruct")])
+def test_a_chapter_5_model_comes_with_its_tokenizers_files_at_a_fixed_revision(name, repository):
+    model = download.MODELS[name]
+    assert model.repository == repository and re.fullmatch("[0-9a-f]{40}", model.revision)
+    assert model.base_url == f"https://huggingface.co/{repository}/resolve/{model.revision}/"
+    assert list(model.files) == ["config.json", "generation_config.json",
+                                 "tokenizer_config.json", "tokenizer.json", "model.safetensors"]
+    for size, sha256 in model.files.values():
+        assert size > 100 and re.fullmatch("[0-9a-f]{64}", sha256)
+
+
+def test_qwen3s_config_is_the_benchs_byte_for_byte():
+    """The hub lists Qwen3-0.6B's config.json by its Git blob id (the SHA-1 of "blob <size>\\0"
+    and the bytes); the config the bench builds its shape from, written as transformers writes a
+    config.json, has that id, so its SHA-256 is the file's."""
+    data = json.dumps(open_generation.QWEN3_0_6B_CONFIG, indent=2).encode("utf-8")
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    assert blob == "f5c3703b78ae2a478ae15b247e9f855e0ce2107b"
+    assert download.MODELS["qwen3-0.6b"].files["config.json"] == (
+        len(data), hashlib.sha256(data).hexdigest())
+
+
+def test_a_model_downloaded_by_name_is_found_by_from_pretrained(tmp_path, monkeypatch, capsys):
+    """`python -m tinyattn download qwen3-0.6b` into the default folder (the per-user cache),
+    served here the qwen3-tiny fixture and GPT-2's tokenizer.json: `nn.from_pretrained` and
+    `tokenizer.from_pretrained` then take the name alone."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tokenizer_files.write_gpt2_tokenizer_json(tmp_path, FIXTURES / "gpt2-tiny" / "vocab.json",
+                                              FIXTURES / "gpt2-tiny" / "merges.txt")
+    contents = {name: (FIXTURES / "qwen3-tiny" / name).read_bytes()
+                for name in ("config.json", "generation_config.json", "model.safetensors")}
+    contents["tokenizer.json"] = (tmp_path / "tokenizer.json").read_bytes()
+    with Server(contents) as server:
+        served(monkeypatch, server, "qwen3-0.6b", contents)
+        assert cli.main(["download", "qwen3-0.6b"]) == 0
+    folder = tmp_path / "cache" / "tinyattn" / "qwen3-0.6b"
+    assert capsys.readouterr().out.startswith(
+        f"Qwen3-0.6B (Qwen/Qwen3-0.6B at revision c1899de289a0) is in {folder}, every file "
+        f"checked (size and SHA-256): nn.from_pretrained('{folder}')")
+    model = ta.nn.from_pretrained("qwen3-0.6b")
+    reference = ta.load_safetensors(FIXTURES / "qwen3-tiny" / "reference.safetensors")
+    with ta.no_grad():
+        logits = model(reference["input_ids"]).data
+    np.testing.assert_allclose(logits, reference["logits_float32"], atol=1e-4 * max(
+        1.0, float(np.abs(reference["logits_float32"]).max())))
+    assert tokenizer.from_pretrained("qwen3-0.6b").encode("Hello world") == [15496, 995]

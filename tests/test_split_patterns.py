@@ -33,7 +33,7 @@ def test_the_words_are_those_of_the_regex_package(pattern):
 def test_the_docstrings_examples():
     """The words split_patterns.py's docstring shows for each pattern are the ones they give."""
     assert doctest.testmod(split_patterns).failed == 0
-    assert doctest.testmod(split_patterns).attempted == 5
+    assert doctest.testmod(split_patterns).attempted == 8
 
 
 def test_the_patterns_are_those_the_files_state():

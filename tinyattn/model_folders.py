@@ -1,5 +1,6 @@
 """Chapter 3. Where a model's files are: a folder, or a name that `python -m tinyattn download`
-filled in tinyattn's cache, so that `from_pretrained("gpt2")` finds what the download fetched."""
+filled in tinyattn's cache, so that `from_pretrained("gpt2")` (or chapter 5's
+`nn.from_pretrained("qwen3-0.6b")`) finds what the download fetched."""
 import os
 
 
@@ -22,4 +23,4 @@ def model_folder(folder):
         return downloaded
     raise FileNotFoundError(f"there is no folder {folder!r}, nor a downloaded model of that name "
                             f"in {downloaded!r} (`python -m tinyattn download NAME` puts one "
-                            f"there; `gpt2` is GPT-2 small)")
+                            f"there, for NAME gpt2, qwen3-0.6b or smollm2-135m)")

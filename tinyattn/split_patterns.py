@@ -12,6 +12,9 @@ classes spelled out as chapter 3 spells them ({L} letters, {N} numbers, {S} whit
              | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     QWEN2    LLAMA3 with \p{N} for \p{N}{1,3}
 
+SmolLM's tokenizer (SmolLM2) splits digits first, each one a word, and runs GPT-2's pattern on the
+text between them (`SingleDigitsThen`, at the end of this file: its docstring shows the words).
+
 Where they differ, shown on one text (`words` is `pre_tokenizer.findall`):
 
 >>> from tinyattn.tokenizer import pre_tokenizer as gpt2_pre_tokenizer
@@ -81,3 +84,35 @@ def qwen2_pre_tokenizer():
 # {a pattern as tokenizer.json writes it: its pre-tokenizer for Python's `re`} (GPT-2's is
 # chapter 3's, which a tokenizer.json names as a ByteLevel pre-tokenizer with use_regex)
 PRE_TOKENIZERS = {GPT2: pre_tokenizer, LLAMA3: llama3_pre_tokenizer, QWEN2: qwen2_pre_tokenizer}
+
+
+class SingleDigitsThen:
+    r"""Every number character a word of its own, and `pattern` (a compiled pattern) on each
+    stretch of text between them: `tokenizers`' Digits pre-tokenizer with individual_digits,
+    followed by a pattern. SmolLM's tokenizer is this before GPT-2's pattern, which the
+    tokenizer.json writes as a Sequence of {"type": "Digits", "individual_digits": true} and
+    a ByteLevel with use_regex.
+
+    The pattern runs on each stretch alone, so a digit ends a stretch as the end of the text
+    does: the space before a number is a word of its own (GPT-2 keeps " 12" whole), and so is
+    a run of spaces, which GPT-2 cuts before its last space when a word follows:
+
+    >>> text = "x  12 ab3"
+    >>> pre_tokenizer().findall(text)                  # GPT-2's, chapter 3's
+    ['x', ' ', ' 12', ' ab', '3']
+    >>> SingleDigitsThen(pre_tokenizer()).findall(text)
+    ['x', '  ', '1', '2', ' ab', '3']
+
+    A number character is one of Unicode's N categories, as `tokenizers`' (Rust's
+    `char::is_numeric`), from this Python's Unicode version, which may be older than Rust's.
+    """
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+        self.digit = re.compile(f"([{unicode_ranges('N')}])")      # kept by split: (...)
+
+    def findall(self, text):
+        words = []
+        for i, piece in enumerate(self.digit.split(text)):          # stretch, digit, stretch, ...
+            words.extend([piece] if i % 2 else self.pattern.findall(piece))
+        return words

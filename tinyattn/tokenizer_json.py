@@ -16,7 +16,8 @@ these parts of the file, each one of chapter 3's steps or a step before them:
                       then the bytes as characters; a "Sequence" of {"type": "Split", "pattern":
                       {"Regex": ...}, "behavior": "Isolated"} and {"type": "ByteLevel",
                       "use_regex": false} is another pattern (split_patterns.py: Llama 3's, Qwen's),
-                      then the bytes.
+                      then the bytes; a Sequence of {"type": "Digits", "individual_digits": true}
+                      and GPT-2's ByteLevel is SmolLM's, every digit a word of its own first.
     "model"           steps 3 and 4: {"type": "BPE", "vocab": {symbol: id}, "merges": ["Ġ t", ...]
                       (or [["Ġ", "t"], ...])}: vocab.json and merges.txt in one file, and
                       "ignore_merges": true, which takes a word the vocabulary has as its one id
@@ -48,7 +49,7 @@ import unicodedata
 from tinyattn import chat_template, tokenizer, tokenizer_json_checks
 from tinyattn.arguments import door
 from tinyattn.model_folders import model_folder
-from tinyattn.split_patterns import PRE_TOKENIZERS
+from tinyattn.split_patterns import PRE_TOKENIZERS, SingleDigitsThen
 from tinyattn.tokenizer import ByteLevelBPE, without_lone_surrogates
 
 # The kinds of tokenizer.json model that are not a byte-level BPE, by what the file calls them.
@@ -57,6 +58,8 @@ OTHER_KINDS = {
     "WordPiece": "BERT's",
     "WordLevel": "a whole-word vocabulary",
 }
+# the pre-tokenizer step that makes each digit a word (SmolLM's, before GPT-2's pattern)
+SINGLE_DIGITS = {"type": "Digits", "individual_digits": True}
 # transformers' names of the special tokens that a chat template may use ({{ bos_token }})
 SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
                        "cls_token", "mask_token")
@@ -227,8 +230,9 @@ def read_tokenizer_json(path):
 
 
 def pre_tokenizer_of(pre_tokenizer, refuse):
-    """Steps 1 and 2 of a tokenizer.json: GPT-2's ByteLevel pre-tokenizer, or a Split by a pattern
-    of split_patterns.py followed by a ByteLevel without its own pattern."""
+    """Steps 1 and 2 of a tokenizer.json: GPT-2's ByteLevel pre-tokenizer, after single digits
+    (SmolLM's: split_patterns.SingleDigitsThen) or not, or a Split by a pattern of
+    split_patterns.py followed by a ByteLevel without its own pattern."""
     steps = (pre_tokenizer or {}).get("pretokenizers", [pre_tokenizer])
     byte_level = steps[-1] or {}
     if byte_level.get("type") != "ByteLevel" or byte_level.get("add_prefix_space"):
@@ -236,6 +240,8 @@ def pre_tokenizer_of(pre_tokenizer, refuse):
                f"(without add_prefix_space)")
     if len(steps) == 1 and byte_level.get("use_regex", True):
         return tokenizer.pre_tokenizer()
+    if steps[:-1] == [SINGLE_DIGITS] and byte_level.get("use_regex", True):
+        return SingleDigitsThen(tokenizer.pre_tokenizer())
     split = steps[0] if len(steps) == 2 and not byte_level.get("use_regex", True) else {}
     pattern = (split.get("pattern") or {}).get("Regex")
     if split.get("type") != "Split" or split.get("behavior") != "Isolated" or split.get("invert") \

@@ -1,6 +1,7 @@
 """The command line: `python -m tinyattn check` (gradients), `python -m tinyattn bench` (speed),
-`python -m tinyattn download gpt2` (GPT-2's weights), `python -m tinyattn exercises` and
-`exercise ...` (learning by rewriting the code), `python -m tinyattn view ...` (offline pages)."""
+`python -m tinyattn download NAME` (GPT-2's, Qwen3-0.6B's or SmolLM2-135M's weights), `python -m
+tinyattn exercises` and `exercise ...` (learning by rewriting the code), `python -m tinyattn view
+...` (offline pages)."""
 import os
 import sys
 
@@ -11,10 +12,12 @@ commands:
   bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
           1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
           5 generation with and without the cache, 6 generation on GPT-2 small's shape,
-          7 a training step with and without chapter 4's hooks; `bench 3 5` runs only those
-  download gpt2 [FOLDER]
-          GPT-2 small's weights and tokenizer from the Hugging Face hub, each file checked
-          (default folder: ~/.cache/tinyattn/gpt2)
+          7 a training step with and without chapter 4's hooks, 8 tokenizers on 1 MB of text,
+          9 generation on Qwen3-0.6B's shape and the memory-bandwidth bound; `bench 3 5` runs
+          only those
+  download gpt2|qwen3-0.6b|smollm2-135m [FOLDER]
+          a model's weights and tokenizer from the Hugging Face hub, each file checked
+          (default folder: ~/.cache/tinyattn/NAME)
   exercises  the exercises (tinyattn's own functions to rewrite), with your progress
   exercise start|check|hint|solution NAME [--dir DIR]
           write an exercise's file, check it, get the next hint, see tinyattn's own code

@@ -1,16 +1,34 @@
-"""`python -m tinyattn download gpt2 [FOLDER]`: GPT-2 small (124M parameters) from the Hugging Face
-hub, the four files `CausalTransformer.from_pretrained` and `GPT2Tokenizer.from_pretrained` read.
+"""`python -m tinyattn download NAME [FOLDER]`: a model's files from the Hugging Face hub, those
+`nn.from_pretrained` and `tokenizer.from_pretrained` read.
 
     python -m tinyattn download gpt2              # into ~/.cache/tinyattn/gpt2 (default_folder)
-    python -m tinyattn download gpt2 my/folder
+    python -m tinyattn download qwen3-0.6b my/folder
 
-The files come from the repository openai-community/gpt2 at one fixed revision, REVISION, so that
-what they must be is known in advance: FILES gives each one's size and SHA-256. Those are the hub's
-own figures for that revision (the Git LFS pointer of model.safetensors, the Git blobs of the
-others), as stored copies of its file listing record them in several independent projects that pin
-GPT-2's files; vocab.json and merges.txt are moreover byte for byte the files in
-tests/fixtures/gpt2-tiny/ (OpenAI's encoder.json and vocab.bpe, whose SHA-256 tiktoken pins).
-Every file is checked, size and SHA-256, before it takes its name.
+    gpt2          GPT-2 small, 124M parameters (openai-community/gpt2): chapter 3
+    qwen3-0.6b    Qwen3-0.6B, 0.6B parameters, bfloat16 (Qwen/Qwen3-0.6B): chapter 5
+    smollm2-135m  SmolLM2-135M-Instruct, 135M parameters, bfloat16: chapter 5
+
+Each comes from its repository at one fixed revision, so that what its files must be is known in
+advance: MODELS gives each file's size and SHA-256, and every file is checked, size and SHA-256,
+before it takes its name. Those are the hub's own figures for that revision, as stored copies of
+its file listing record them in several independent projects that pin these files: the SHA-256 of a
+file kept in Git LFS is its pointer's `oid` (model.safetensors, Qwen's tokenizer.json), and the
+SHA-256 of the small files kept in Git are recorded beside the Git blob ids that the hub lists for
+them. One was not: Qwen3-0.6B's config.json, for which the hub gives only its Git blob id (the
+SHA-1 of "blob 726\\0" and its bytes). Its bytes are the config.json that the bench's part 9 builds
+its shape from (tinyattn_tools/bench/open_generation.py), whose Git blob id is the hub's: their
+SHA-256 is the one listed (tests/test_download.py checks both). GPT-2's vocab.json and merges.txt
+are moreover byte for byte the files in tests/fixtures/gpt2-tiny/ (OpenAI's encoder.json and
+vocab.bpe, whose SHA-256 tiktoken pins).
+
+A chapter-5 model comes with its tokenizer's files: tokenizer.json (the vocabulary, merges and
+added tokens), tokenizer_config.json (the special tokens' names, and the chat template:
+Qwen3-0.6B's listing at its revision has no chat_template.jinja) and generation_config.json (the
+ids that end a turn); Qwen's vocab.json and merges.txt, the same vocabulary again, are left out.
+SmolLM2-135M is fetched in its instruct version: a chat model with a chat template, as Qwen3-0.6B
+is (a post-trained model, which answers a question put as a conversation), so that demo 18 puts
+each model card's question to both in the same way; the base model has the same architecture and
+size, and continues text instead.
 
 Each file is written whole or not at all: its bytes go to NAME.partial, which is renamed to NAME
 only once it is complete and checked. A download cut short (no network, a dropped connection,
@@ -26,6 +44,7 @@ having written nothing but, if a transfer had begun, the resumable NAME.partial.
 Python's urllib alone: no new dependency.
 """
 import argparse
+import dataclasses
 import hashlib
 import http.client
 import os
@@ -37,17 +56,78 @@ import urllib.request
 
 from tinyattn.model_folders import downloads
 
-REPOSITORY = "openai-community/gpt2"
-REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
-BASE_URL = f"https://huggingface.co/{REPOSITORY}/resolve/{REVISION}/"
-# name: (size in bytes, SHA-256), the small files first
-FILES = {
-    "config.json": (665, "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4"),
-    "vocab.json": (1042301, "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
-    "merges.txt": (456318, "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
-    "model.safetensors": (548105171,
-                          "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707"),
+
+def hub_url(repository, revision):
+    """Where the hub serves a repository's files at a revision: the URL that a file's name ends."""
+    return f"https://huggingface.co/{repository}/resolve/{revision}/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A model the command fetches: `files` {name: (size in bytes, SHA-256)}, the small files
+    first, from `base_url` (its repository at its fixed revision); `title` and `usage` are what
+    the last line says: what it is, and how to use the folder FOLDER."""
+
+    title: str
+    repository: str
+    revision: str
+    files: dict
+    usage: str
+    base_url: str = None
+
+    def __post_init__(self):
+        if self.base_url is None:
+            object.__setattr__(self, "base_url", hub_url(self.repository, self.revision))
+
+
+# name: Model(title, repository, revision, {file: (size in bytes, SHA-256)}, usage)
+MODELS = {
+    "gpt2": Model(
+        "GPT-2 small", "openai-community/gpt2", "607a30d783dfa663caf39e06633721c8d4cfcd7e", {
+            "config.json":
+                (665, "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4"),
+            "vocab.json":
+                (1042301, "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
+            "merges.txt":
+                (456318, "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
+            "model.safetensors":
+                (548105171, "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707"),
+        },
+        "CausalTransformer.from_pretrained({folder!r}), GPT2Tokenizer.from_pretrained({folder!r}), "
+        "python demos/14_gpt2.py --weights {folder}"),
+    "qwen3-0.6b": Model(
+        "Qwen3-0.6B", "Qwen/Qwen3-0.6B", "c1899de289a04d12100db370d81485cdf75e47ca", {
+            "config.json":
+                (726, "660db3b73d788119c04535e48cf9be5f55bc3100841a718637ae695b442f27dd"),
+            "generation_config.json":
+                (239, "2325da0f15bb848e018c5ae071b7943332e9f871d6b60e2ed22ca97d4cb993d2"),
+            "tokenizer_config.json":
+                (9732, "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101"),
+            "tokenizer.json":
+                (11422654, "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
+            "model.safetensors":
+                (1503300328, "f47f71177f32bcd101b7573ec9171e6a57f4f4d31148d38e382306f42996874b"),
+        },
+        "nn.from_pretrained({folder!r}), tokenizer.from_pretrained({folder!r}), "
+        "python demos/18_open_models.py --qwen3 {folder}"),
+    "smollm2-135m": Model(
+        "SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "12fd25f77366fa6b3b4b768ec3050bf629380bac", {
+            "config.json":
+                (861, "8eb740e8bbe4cff95ea7b4588d17a2432deb16e8075bc5828ff7ba9be94d982a"),
+            "generation_config.json":
+                (132, "87b916edaaab66b3899b9d0dd0752727dff6666686da0504d89ae0a6e055a013"),
+            "tokenizer_config.json":
+                (3764, "4ec77d44f62efeb38d7e044a1db318f6a939438425312dfa333b8382dbad98df"),
+            "tokenizer.json":
+                (2104556, "9ca9acddb6525a194ec8ac7a87f24fbba7232a9a15ffa1af0c1224fcd888e47c"),
+            "model.safetensors":
+                (269060552, "5af571cbf074e6d21a03528d2330792e532ca608f24ac70a143f6b369968ab8c"),
+        },
+        "nn.from_pretrained({folder!r}), tokenizer.from_pretrained({folder!r}), "
+        "python demos/18_open_models.py --smollm2 {folder}"),
 }
+
 CHUNK = 2**20                       # bytes read, hashed and written at a time
 TIMEOUT = 30                        # seconds without an answer before giving up
 
@@ -56,10 +136,10 @@ class DownloadError(Exception):
     """What went wrong, in one sentence for the command line."""
 
 
-def default_folder():
-    """~/.cache/tinyattn/gpt2, or under $XDG_CACHE_HOME when it is set: where
-    `from_pretrained("gpt2")` looks for it (tinyattn/model_folders.py)."""
-    return os.path.join(downloads(), "gpt2")
+def default_folder(name="gpt2"):
+    """~/.cache/tinyattn/NAME, or under $XDG_CACHE_HOME when it is set: where
+    `from_pretrained(NAME)` looks for it (tinyattn/model_folders.py)."""
+    return os.path.join(downloads(), name)
 
 
 def sha256_of(path, digest=None):
@@ -76,14 +156,13 @@ def is_complete(path, size, sha256):
             and sha256_of(path).hexdigest() == sha256)
 
 
-def download(folder, base_url=None, files=None, progress=None):
-    """Fetch `files` ({name: (size, sha256)}, default FILES) from `base_url` (default BASE_URL)
-    into `folder`; returns the names fetched now (those already there and right are skipped).
+def download(folder, base_url, files, progress=None):
+    """Fetch `files` ({name: (size, sha256)}, a Model's) from `base_url` (its URL) into
+    `folder`; returns the names fetched now (those already there and right are skipped).
     Raises DownloadError."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise DownloadError(f"{folder} is a file, not a folder: name a folder to download into. "
                             f"Nothing was written.")
-    base_url, files = base_url or BASE_URL, files or FILES
     progress = progress or Progress(sys.stderr)
     fetched = []
     for name, (size, sha256) in files.items():
@@ -204,12 +283,15 @@ class Progress:
 def main(argv):
     parser = argparse.ArgumentParser(prog="python -m tinyattn download",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", choices=["gpt2"], help="gpt2: GPT-2 small, 124M parameters")
-    parser.add_argument("folder", nargs="?", default=default_folder(),
-                        help=f"where to put it (default: {default_folder()})")
+    parser.add_argument("model", choices=list(MODELS), help=", ".join(
+        f"{name}: {model.title}" for name, model in MODELS.items()))
+    parser.add_argument("folder", nargs="?", default=None,
+                        help=f"where to put it (default: {default_folder('NAME')})")
     args = parser.parse_args(argv)
+    model = MODELS[args.model]
+    args.folder = args.folder or default_folder(args.model)
     try:
-        download(args.folder)
+        download(args.folder, model.base_url, model.files)
     except DownloadError as error:
         print(f"download: {error}", file=sys.stderr)
         return 1
@@ -217,9 +299,7 @@ def main(argv):
         print(f"\ndownload: interrupted; a .partial file in {args.folder} keeps what was "
               f"received, and the next run resumes from there", file=sys.stderr)
         return 130
-    print(f"GPT-2 small ({REPOSITORY} at revision {REVISION[:12]}) is in {args.folder}, every "
-          f"file checked (size and SHA-256): "
-          f"CausalTransformer.from_pretrained({args.folder!r}), "
-          f"GPT2Tokenizer.from_pretrained({args.folder!r}), python demos/14_gpt2.py "
-          f"--weights {args.folder}")
+    print(f"{model.title} ({model.repository} at revision {model.revision[:12]}) is in "
+          f"{args.folder}, every file checked (size and SHA-256): "
+          f"{model.usage.format(folder=args.folder)}")
     return 0

@@ -2,16 +2,17 @@
 PyTorch), and what the attention variants and the key/value cache save.
 
 Each part runs the computations it compares interleaved (A B C A B C ...), so that a noisy
-neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written
-with tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens
-to be installed; part 4 flash, block-sparse, sliding-window and linear attention against plain
-attention; part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape
-against Hugging Face transformers, when it is installed; part 7 the training step of part 3 with
-and without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
+neighbour on a shared machine slows all of them alike: parts 1-3 the same computation written with
+tinyattn, by hand in NumPy (forward and backward written out) or in PyTorch when it happens to be
+installed; part 4 flash, block-sparse, sliding-window and linear attention against plain attention;
+part 5 generation with and without the cache; part 6 generation on GPT-2 small's shape against
+Hugging Face transformers, when it is installed; part 7 the training step of part 3 with and
+without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
 (tokenizer.json) and chapter 3's GPT-2 tokenizer, and with `tokenizers` and tiktoken when they are
-installed. What is reported is the median over rounds of the per-round ratio, never a lone
-absolute time. BLAS runs on one thread, so that the ratios compare the work done,
-not how it was spread over cores.
+installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
+the machine's memory bandwidth sets. What is reported is the median over rounds of the per-round
+ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work
+done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
@@ -24,6 +25,8 @@ not how it was spread over cores.
     hooks.py           7. part 3's training step with and without chapter 4's hooks
     tokenizer_speed.py 8. encoding 1 MB of English and code: Qwen's tokenizer.json against
                           chapter 3's GPT-2 tokenizer (and tokenizers, tiktoken)
+    open_generation.py 9. writing text with Qwen3-0.6B's shape (chapter 5), against
+                          transformers' generate and the memory-bandwidth bound
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -38,6 +41,7 @@ from tinyattn_tools.bench.generation import bench_generation
 from tinyattn_tools.bench.gpt2_generation import bench_gpt2_generation
 from tinyattn_tools.bench.hooks import bench_hooks
 from tinyattn_tools.bench.long_attention import bench_long_attention
+from tinyattn_tools.bench.open_generation import bench_open_generation
 from tinyattn_tools.bench.overhead import bench_chain
 from tinyattn_tools.bench.tokenizer_speed import bench_tokenizers
 from tinyattn_tools.bench.training import bench_training_step
@@ -45,7 +49,7 @@ from tinyattn_tools.bench.training import bench_training_step
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
          5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
-         7: bench_hooks, 8: bench_tokenizers}
+         7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation}
 
 
 def run_with_one_blas_thread(argv):
