@@ -9,13 +9,10 @@ Read this file top to bottom:
   4. `Tensor`    a NumPy array (`.data`) with a node (`_node`): a `Function` if an op made it, a
                  `Leaf` if the user asked for its gradient, None for a constant. Its operators
                  (`a + b`, `a @ b`, ...) call the op classes in `tinyattn/ops/`.
-  5. `switches`  what `no_grad()`, `retain_grads()` and the doors of arguments.py switch off or
-                 on for the length of a `with` block: recording the graph, keeping every
-                 output's .grad, checking arguments. `Function.apply` reads them.
-  6. `Watcher`   the one way for a tool to watch the engine (the views, the drawing): inside
-                 `with watching(watcher):` it is told each op applied, each gradient the sweep
-                 hands a node and what the node sends on, and each layer called. Without one,
-                 it costs an op one attribute lookup.
+  5. `switches`  what `no_grad()`, `retain_grads()` and the doors of arguments.py switch for a
+                 `with` block: recording the graph, keeping every .grad, checking arguments.
+  6. `Watcher`   the one way for a tool to watch the engine (the views, the drawing): what ops
+                 ran, what gradients the sweep sent, which layers were called.
 
 The one import cycle: the ops subclass `Function` (defined here) and `Tensor`'s operators call the
 ops. So this file imports `tinyattn.ops` at its very end, once `Function` and `Tensor` exist; every
@@ -374,7 +371,7 @@ def tensor(data, requires_grad=False, dtype=None):
 
 
 # ------------------------------------------------------------------------------------------------
-# The switches
+# 5. The switches
 
 class switches:
     """How ops behave, switched for the length of a `with` block by the functions below."""

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
+from tinyattn import optim_checks
 from tinyattn.arguments import at_least, between, door
-from tinyattn.engine import Tensor
 
 
 class Optimizer:
@@ -30,40 +30,13 @@ class Optimizer:
         return p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
 
 
-def parameters_fit(params, **_):
-    """The parameters of an optimizer (or of clip_grad_norm): an iterable of tensors that require
-    grad, not empty, none twice. A single tensor is refused, as in PyTorch: iterating over it
-    would give its rows. Returns {"params": them as a list}: a generator can be read only once."""
-    if isinstance(params, Tensor):
-        raise TypeError(f"params must be an iterable of tensors, got a single Tensor of shape "
-                        f"{params.shape}; pass [tensor]")
-    params = list(params)
-    if not params:
-        raise ValueError("got an empty list of parameters")
-    for i, p in enumerate(params):
-        if not isinstance(p, Tensor):
-            raise TypeError(f"every parameter must be a Tensor that requires grad; parameter {i} "
-                            f"is a {type(p).__name__}")
-        if not p.requires_grad:
-            named = f" ({p.name})" if p.name else ""
-            raise TypeError(f"every parameter must be a Tensor that requires grad; parameter "
-                            f"{i}{named}, of shape {p.shape}, does not: it is frozen, and an "
-                            f"optimizer would never move it. Give the optimizer only the "
-                            f"parameters that train: [p for p in model.parameters() if "
-                            f"p.requires_grad], which is model.trainable_parameters() "
-                            f"(chapter 4)")
-    if len({id(p) for p in params}) != len(params):
-        raise ValueError("a parameter appears twice in the list")
-    return {"params": params}
-
-
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum (PyTorch's form):
 
         v = momentum * v + grad (+ weight_decay * p);   p = p - lr * v
     """
 
-    @door(parameters_fit, lr=between(0), momentum=between(0), weight_decay=between(0))
+    @door(optim_checks.parameters_fit, lr=between(0), momentum=between(0), weight_decay=between(0))
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         super().__init__(params, lr)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
@@ -81,17 +54,6 @@ class SGD(Optimizer):
             p.data -= self.lr * grad
 
 
-def betas_below_1(name, betas):
-    """A pair (beta1, beta2) in [0, 1): the decay rates of Adam's moving averages (1 would never
-    forget)."""
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"{name} must be a pair (beta1, beta2), got {betas!r}")
-    between(0)("beta1", betas[0])
-    between(0)("beta2", betas[1])
-    if not (betas[0] < 1.0 and betas[1] < 1.0):
-        raise ValueError(f"needs 0 <= betas < 1, got betas={betas}")
-
-
 class Adam(Optimizer):
     """Adam (Kingma & Ba), as in PyTorch:
 
@@ -101,8 +63,8 @@ class Adam(Optimizer):
     with g the gradient plus weight_decay * p (weight decay as L2 regularisation; see AdamW).
     """
 
-    @door(parameters_fit, lr=between(0), betas=betas_below_1, eps=between(0),
-          weight_decay=between(0))
+    @door(optim_checks.parameters_fit, lr=between(0), betas=optim_checks.betas_below_1,
+          eps=between(0), weight_decay=between(0))
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
@@ -155,13 +117,7 @@ class AdamW(Adam):
         return p.grad
 
 
-def clipped_parameters_fit(parameters, **_):
-    """parameters_fit, for clip_grad_norm, which also takes a single tensor (as PyTorch)."""
-    single = [parameters] if isinstance(parameters, Tensor) else parameters
-    return {"parameters": parameters_fit(single)["params"]}
-
-
-@door(clipped_parameters_fit, max_norm=between(0), error_if_nonfinite=bool)
+@door(optim_checks.clipped_parameters_fit, max_norm=between(0), error_if_nonfinite=bool)
 def clip_grad_norm(parameters, max_norm, error_if_nonfinite=False):
     """Scale the gradients of `parameters` together so that their total norm is at most
     `max_norm`, as PyTorch's `torch.nn.utils.clip_grad_norm_`:
@@ -191,15 +147,7 @@ def clip_grad_norm(parameters, max_norm, error_if_nonfinite=False):
     return norm
 
 
-def schedule_fits(lr, warmup_steps, total_steps, min_lr=0.0, **_):
-    """The warm-up ends by the last step, and the rate decays down to min_lr, not up."""
-    if total_steps < warmup_steps:
-        raise ValueError(f"total_steps {total_steps} must be at least warmup_steps {warmup_steps}")
-    if min_lr > lr:
-        raise ValueError(f"min_lr {min_lr} must be at most lr {lr}: the schedule decays")
-
-
-@door(schedule_fits, step=at_least(0), lr=between(0), warmup_steps=at_least(0),
+@door(optim_checks.schedule_fits, step=at_least(0), lr=between(0), warmup_steps=at_least(0),
       total_steps=at_least(0), min_lr=between(0))
 def warmup_cosine_lr(step, lr, warmup_steps, total_steps, min_lr=0.0):
     """The learning rate at `step` (counted from 0) of a linear warm-up then a cosine decay:

@@ -13,8 +13,8 @@ index of every chapter's functions; read the files in this order:
                checkpoints hold them, and their frequencies: a larger base, Llama 3.1's bands),
                grouped_query (several query heads on one key/value head)
 
-What makes an argument bad is in checks.py for chapters 1 and 2, and beside its file for chapter 5
-(grouped_query_checks.py beside grouped_query.py).
+What makes an argument bad is in checks.py for chapter 1, and beside its file for a later chapter
+(positions_checks.py beside positions.py, grouped_query_checks.py beside grouped_query.py).
 """
 from tinyattn.functional.basics import (linear, softmax, log_softmax, relu, gelu, layer_norm, dropout,
                                         cross_entropy)
