@@ -54,13 +54,18 @@ def load_safetensors(path, with_metadata=False):
     so reading a 500 MB file takes 500 MB. A file that is not a safetensors file raises a
     ValueError naming it and saying what is wrong.
     """
+    return read_file(path, "load_safetensors", with_metadata=with_metadata)
+
+
+def read_file(path, caller, what="file", with_metadata=False):
+    """What `load_safetensors` returns, the errors naming `caller` (the function reading it) and
+    `what` the file should be."""
     path = os.fspath(path)
-    with opened_to_read(path, "load_safetensors") as file:
+    with opened_to_read(path, caller, what) as file:
         try:
             return read_safetensors(file, os.fstat(file.fileno()).st_size, with_metadata)
         except ValueError as error:
-            raise ValueError(f"load_safetensors: {path!r} is not a safetensors file: "
-                             f"{error}") from None
+            raise ValueError(f"{caller}: {path!r} is not a safetensors file: {error}") from None
 
 
 def read_safetensors(file, size, with_metadata=False):

@@ -46,7 +46,7 @@ from tinyattn.nn import lora_checks
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.lora_peft import read_peft, save_peft
 from tinyattn.nn.module import Module, Parameter, extends, uniform
-from tinyattn.safetensors import opened_to_read, read_safetensors, save_safetensors
+from tinyattn.safetensors import read_file, save_safetensors
 
 
 class LowRankUpdate(Function):
@@ -295,12 +295,7 @@ def read_lora(path):
     """(arrays, {layer name: {"rank": r, "alpha": alpha}}) from a file `save_lora` wrote; a
     FileNotFoundError or ValueError naming the file if it is not one."""
     path = os.fspath(path)
-    with opened_to_read(path, "load_lora", "LoRA file") as file:
-        try:
-            arrays, metadata = read_safetensors(file, os.fstat(file.fileno()).st_size,
-                                                with_metadata=True)
-        except ValueError as error:
-            raise ValueError(f"load_lora: {path!r} is not a safetensors file: {error}") from None
+    arrays, metadata = read_file(path, "load_lora", "LoRA file", with_metadata=True)
     try:
         settings = json.loads(metadata["lora"])
     except (KeyError, json.JSONDecodeError):

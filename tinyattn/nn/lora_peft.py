@@ -49,8 +49,7 @@ import numpy as np
 
 from tinyattn.nn import lora_peft_checks
 from tinyattn.nn.pretrained import LAYOUT, PREFIX
-from tinyattn.safetensors import opened_to_read, read_safetensors, replaced_atomically, \
-    save_safetensors
+from tinyattn.safetensors import read_file, replaced_atomically, save_safetensors
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 KEY_PREFIX = "base_model.model."           # peft's prefix, before GPT2LMHeadModel's own names
@@ -204,13 +203,8 @@ def read_config(folder):
 
 def read_weights(folder):
     """({key: array} of adapter_model.safetensors, the stacking save_lora recorded or {})."""
-    path = os.path.join(folder, WEIGHTS)
-    with opened_to_read(path, "load_lora", "peft adapter file") as file:
-        try:
-            arrays, metadata = read_safetensors(file, os.fstat(file.fileno()).st_size,
-                                                with_metadata=True)
-        except ValueError as error:
-            raise ValueError(f"load_lora: {path!r} is not a safetensors file: {error}") from None
+    arrays, metadata = read_file(os.path.join(folder, WEIGHTS), "load_lora", "peft adapter file",
+                                 with_metadata=True)
     try:
         stacked = json.loads(metadata.get("lora", "{}"))
     except json.JSONDecodeError:

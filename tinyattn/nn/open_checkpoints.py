@@ -39,9 +39,9 @@ import re
 
 import numpy as np
 
+from tinyattn import model_folders
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.functional.rotate_half_checks import SCALING_KEYS
-from tinyattn.model_folders import model_folder
 from tinyattn.nn import open_checkpoints_checks as checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
@@ -106,17 +106,8 @@ def checkpoint_names(model):
 
 def read_config(folder):
     """config.json of a model folder as a dict with a model_type."""
-    path = os.path.join(folder, "config.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"the folder {folder!r} has no config.json: a model folder in "
-                                f"Hugging Face's layout holds config.json and model.safetensors")
-    try:
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"the folder {folder!r}: config.json is not valid JSON ({error})") \
-            from None
-    if not isinstance(config, dict) or "model_type" not in config:
+    config = model_folders.read_config(folder)
+    if "model_type" not in config:
         raise ValueError(f"the folder {folder!r}: config.json names no model_type (the family "
                          f"of model it describes)")
     return config
@@ -281,7 +272,7 @@ def from_pretrained(folder, dtype=np.float32):
     weights that disagree with the config) is a FileNotFoundError or ValueError naming the
     folder and what is wrong."""
     try:
-        folder = model_folder(folder)
+        folder = model_folders.model_folder(folder)
         config = read_config(folder)
     except (OSError, ValueError) as error:
         raise type(error)(f"from_pretrained: {error}") from None

@@ -29,8 +29,8 @@ import os
 
 import numpy as np
 
+from tinyattn import model_folders
 from tinyattn.arguments import door, floating_dtype
-from tinyattn.model_folders import model_folder
 from tinyattn.nn import pretrained_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.module import Parameter, extends
@@ -83,7 +83,7 @@ def layout(num_layers):
 def read_gpt2(folder):
     """(settings for CausalTransformer, state dict of tinyattn's names) from a GPT-2 folder; a
     FileNotFoundError or ValueError naming the folder and what is wrong with it."""
-    folder = model_folder(folder)
+    folder = model_folders.model_folder(folder)
     config = read_config(folder)
     settings = settings_from_config(config, folder)
     weights = read_weights(folder, config)
@@ -100,20 +100,8 @@ def read_gpt2(folder):
 
 def read_config(folder):
     """config.json as a dict, with the sizes a GPT-2 must have."""
-    path = os.path.join(folder, "config.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"the folder {folder!r} has no config.json: a GPT-2 folder in "
-                                f"Hugging Face's layout holds config.json and model.safetensors "
-                                f"(`python -m tinyattn download gpt2` fetches GPT-2 small)")
-    try:
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"the folder {folder!r}: config.json is not valid JSON ({error})") \
-            from None
-    if not isinstance(config, dict):
-        raise ValueError(f"the folder {folder!r}: config.json holds a JSON "
-                         f"{type(config).__name__}, not an object")
+    config = model_folders.read_config(folder, "GPT-2", " (`python -m tinyattn download gpt2` "
+                                                        "fetches GPT-2 small)")
     missing = [key for key in SIZES if key not in config]
     if missing:
         raise ValueError(f"the folder {folder!r}: config.json has no {', '.join(missing)}: it "

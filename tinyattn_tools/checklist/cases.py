@@ -97,3 +97,19 @@ def fused_and_composed(case, seed=0):
         out.backward(np.random.default_rng(seed + 1).standard_normal(out.shape))
         results.append([out.data] + [x.grad for x in inputs])
     return results
+
+
+FIXED_IDS = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])     # (2, 5): a batch of token ids
+
+
+def language_model_logits(model, cached=False):
+    """(the function of the parameters a LayerCase checks, the parameters) for a language model on
+    FIXED_IDS: its logits, or with `cached` the last two positions' logits, computed after the
+    first three went into its key/value cache (`model.empty_cache()`)."""
+    def logits(*parameters):
+        if not cached:
+            return model(FIXED_IDS)
+        cache = model.empty_cache()
+        model(FIXED_IDS[:, :3], cache=cache)
+        return model(FIXED_IDS[:, 3:], cache=cache)
+    return logits, model.parameters()

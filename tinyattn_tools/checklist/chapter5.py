@@ -13,7 +13,8 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.ops.rotate_half import RopeRotateHalf
-from tinyattn_tools.checklist.cases import FusedCase, LayerCase, OpCase, function, leaves
+from tinyattn_tools.checklist.cases import (FusedCase, LayerCase, OpCase, function,
+                                            language_model_logits, leaves)
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}
@@ -140,15 +141,7 @@ def decoder(switches, cached=False):
     def build():
         ta.manual_seed(0)
         model = off_their_start(nn.OpenDecoder(nn.DecoderSettings(**{**TINY, **switches})))
-        ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
-
-        def logits(*parameters):
-            if not cached:
-                return model(ids)
-            cache = model.empty_cache()
-            model(ids[:, :3], cache=cache)
-            return model(ids[:, 3:], cache=cache)
-        return logits, model.parameters()
+        return language_model_logits(model, cached)
     return build
 
 

@@ -7,7 +7,8 @@ import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.scaled_dot_product import causal_mask
-from tinyattn_tools.checklist.cases import LayerCase, OpCase, function, layer, leaves
+from tinyattn_tools.checklist.cases import (LayerCase, OpCase, function,
+                                            language_model_logits, layer, leaves)
 
 
 def np_rope(x, offset=0, base=10000.0):
@@ -43,15 +44,7 @@ def language_model(positional, cached=False, num_layers=1, **options):
         ta.manual_seed(0)
         model = nn.CausalTransformer(vocab_size=7, embed_dim=8, num_heads=2, num_layers=num_layers,
                                      max_len=8, positional=positional, **options)
-        ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
-
-        def logits(*parameters):
-            if not cached:
-                return model(ids)
-            cache = model.empty_cache()
-            model(ids[:, :3], cache=cache)
-            return model(ids[:, 3:], cache=cache)
-        return logits, model.parameters()
+        return language_model_logits(model, cached)
     return build
 
 
