@@ -19,7 +19,8 @@ chapter's layers; read the files in this order:
                and DeepSeek-V3's routers: RoutedExperts), open_decoder (Llama, Mistral, Qwen,
                Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
                generate), families (what each family fixes), open_checkpoints (from_pretrained
-               for every family, save_pretrained)
+               for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
+               tokens and a window)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -41,6 +42,7 @@ from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSet
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.open_checkpoints import from_pretrained
+from tinyattn.nn.sink_cache import SinkCache
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -49,4 +51,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained"]
+           "DecoderCache", "from_pretrained", "SinkCache"]
