@@ -54,7 +54,7 @@ tiny_gpt = importlib.import_module("11_tiny_gpt")
 # %%
 SEED, SECOND_SEED = 0, 1
 KINDS = list(cache_table.KINDS)                  # multi-head, grouped-query, multi-query, latent
-FULL = dict(steps=640, warmup_steps=64, eval_every=80, eval_batches=10, final_characters=None,
+FULL = dict(steps=480, warmup_steps=48, eval_every=80, eval_batches=10, final_characters=None,
             context=1024, batch=4, cache_steps=4, rounds=15)
 QUICK = dict(steps=12, warmup_steps=3, eval_every=6, eval_batches=2, final_characters=2000,
              context=24, batch=2, cache_steps=1, rounds=1)
@@ -250,8 +250,8 @@ def plot(runs, second, numbers, path):
 PAGE_ENTRY = """\
 20. [`20_kv_cache.py`](../demos/20_kv_cache.py) — demo 11's tiny GPT as chapter 5's decoder with
     multi-head, grouped-query (2 key/value heads), multi-query and latent attention (r =
-    {kv_lora_rank}, d_R = {qk_rope_head_dim}), each with {multi_head_parameters:,} parameters
-    (give or take {parameter_spread}: the feed-forward makes up for the attention's weights),
+    {kv_lora_rank}, d_R = {qk_rope_head_dim}), {multi_head_parameters:,} parameters each (within
+    {parameter_spread:,} of each other: the feed-forward makes up for the attention's weights),
     trained alike for {steps} steps. Held-out loss over the {windows:,} windows of the validation
     part, and the cache per token (`cache.nbytes`): multi-head {multi_head_loss:.3f}
     ({multi_head_bytes_per_token:,.0f} bytes), grouped-query {grouped_query_loss:.3f}

@@ -83,12 +83,13 @@ def test_the_cache_holds_the_latents_alone_and_nbytes_says_their_size():
     x = ta.tensor(arrays((2, 7, E))[0].astype(np.float32))
     with ta.no_grad():
         _, cache = in_steps(attention, x, [4, 1, 2])
-        latent = attention.run_with_cache(x)[1]["latent"]
+        named = attention.run_with_cache(x)[1]
     assert list(vars(cache)) == ["latents"] and cache.latents.shape == (2, 7, R + D_R)
     assert cache.nbytes == 2 * 7 * (R + D_R) * 4 and cache.batch_size == 2
-    np.testing.assert_allclose(cache.latents.data, latent, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(cache.latents.data[..., :R], named["c_kv"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(cache.latents.data[..., R:], named["k_rope"], rtol=0, atol=1e-6)
     c_kv = attention.kv_norm(attention.kv_down(x)[..., :R]).data
-    np.testing.assert_allclose(cache.latents.data[..., :R], c_kv, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(named["c_kv"], c_kv, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("steps", [[9], [1] * 9, [5, 1, 3]])
@@ -129,7 +130,7 @@ def test_it_names_its_activations():
     attention = latent_attention()
     _, cache = attention.run_with_cache(ta.tensor(arrays((2, 5, E))[0]))
     assert {name: value.shape for name, value in cache.items()} == {
-        "q": (2, H, 5, D_C + D_R), "latent": (2, 5, R + D_R), "weights": (2, H, 5, 5),
+        "c_kv": (2, 5, R), "k_rope": (2, 5, D_R), "weights": (2, H, 5, 5),
         "heads": (2, H, 5, D_V), "out": (2, 5, E)}
 
 

@@ -39,6 +39,20 @@ def test_the_sinks_sit_just_before_the_window(window, sinks):
         np.testing.assert_allclose(got[:, t], model(kept).data[:, -1], rtol=0, atol=1e-12)
 
 
+def test_a_prompt_read_at_once_moves_the_sinks_past_all_it_evicted():
+    """A prompt of 10 tokens read in one call (each sees all of it, causal), window 5 and 2
+    sinks: 4 tokens are evicted at once, and every token after it sees the sinks just before
+    its window, as one at a time."""
+    model = decoder(num_layers=1)
+    cache = nn.SinkCache(model, 5, sinks=2)
+    prompt = model(IDS[:, :10], cache=cache).data
+    np.testing.assert_allclose(prompt, model(IDS[:, :10]).data, rtol=0, atol=1e-12)
+    for t in range(10, IDS.shape[1]):
+        kept = np.concatenate([IDS[:, :2], IDS[:, t - 4:t + 1]], axis=1)
+        np.testing.assert_allclose(model(IDS[:, t:t + 1], cache=cache).data[:, 0],
+                                   model(kept).data[:, -1], rtol=0, atol=1e-12)
+
+
 def test_without_sinks_it_is_the_sliding_window_of_a_sliding_layer():
     """Every layer sees the window newest keys: a model whose layers all slide (window 5), run
     on the whole sequence, gives what the same weights give through SinkCache(window 5, no

@@ -35,9 +35,9 @@ in the cache beside c_kv, and the content part is not turned.
 
 Two paths, one result (tests/test_latent_attention.py: equal to 1e-12 in float64):
 
-    expanded   without a cache (training, scoring a text): every head's keys and values rebuilt,
-               (B, H, S, d_C + d_R) and (B, H, S, d_v), as the paper's equations and
-               transformers' DeepseekV3Attention compute them
+    expanded   without a cache (training, scoring a text): every head's content keys and values
+               rebuilt, (B, H, S, d_C) and (B, H, S, d_v), as the paper's equations and
+               transformers' DeepseekV3Attention compute them; a score is q_C . k_C + q_R . k_R
     absorbed   with a LatentCache (generation): the latents (B, S, r + d_R) are all it holds and
                all that is read; no (S, H, head_dim) array is built
 
@@ -56,6 +56,7 @@ de-interleaved (the even features, then the odd ones) and turned in the rotate-h
 transformers does: the same scores.
 """
 import dataclasses
+import math
 
 import numpy as np
 
@@ -66,7 +67,7 @@ from tinyattn.nn import latent_attention_checks as checks
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.module import Module
 from tinyattn.nn.open_layers import RMSNorm
-from tinyattn.ops import concatenate
+from tinyattn.ops import concatenate, where
 
 NORM_EPS = 1e-6      # kv_norm's and q_norm's, DeepseekV3RMSNorm's default
 
@@ -90,8 +91,8 @@ class LatentAttention(Module):
 
         1. queries   q = q_proj(x), or q_up(q_norm(q_down(x))) with q_lora_rank; per head the
                      content part q_C (d_C) and the rotary part q_R (d_R), turned
-        2. latent    kv_down(x) split into c_kv (r, then kv_norm) and k_R (d_R, turned): the
-                     latent [c_kv; k_R] (B, T, r + d_R), all a cache keeps
+        2. latent    kv_down(x) split into c_kv (r, then kv_norm) and k_R (d_R, turned): all a
+                     cache keeps, side by side, the latent [c_kv; k_R] (B, T, r + d_R)
         3. attend    expanded (no cache): kv_up(c_kv) gives every head's k_C and v; or absorbed
                      (a LatentCache): the queries times W_UK score the latents, and W_UV turns
                      the mixed latents into each head's output
@@ -103,12 +104,12 @@ class LatentAttention(Module):
 
     forward(x, start=0, cache=None) -> (output (B, T, E), weights (B, H, T, S)), the tokens at
     positions start, start + 1, ...; `cache` is this layer's LatentCache, whose latents come
-    before the new ones. The activations it names (`Module.hook`): "q" (B, H, T, d_C + d_R),
-    turned; "latent" (B, T, r + d_R), the new tokens' (before the cache adds its own);
-    "weights" (B, H, T, S), "heads" (B, H, T, d_v) and "out" (B, T, E).
+    before the new ones. The activations it names (`Module.hook`): "c_kv" (B, T, r) and
+    "k_rope" (B, T, d_R), turned, the new tokens' (before the cache adds its own); "weights"
+    (B, H, T, S), "heads" (B, H, T, d_v) and "out" (B, T, E).
     """
 
-    activations = ("q", "latent", "weights", "heads", "out")
+    activations = ("c_kv", "k_rope", "weights", "heads", "out")
 
     @door(checks.rotary_fits, embed_dim=at_least(1), num_heads=at_least(1),
           kv_lora_rank=at_least(1), qk_rope_head_dim=at_least(2), qk_nope_head_dim=at_least(1),
@@ -151,18 +152,17 @@ class LatentAttention(Module):
         else:
             q = self.q_up(self.q_norm(self.q_down(x)))                  # (B, T, H (d_C + d_R))
         q = q.reshape(B, T, H, d_C + d_R).transpose(0, 2, 1, 3)         # (B, H, T, d_C + d_R)
-        q = concatenate([q[..., :d_C], self.turned(q[..., d_C:], start)], axis=-1)
-        q = self.hook("q", q)                                           # (B, H, T, d_C + d_R)
-        # 2. the latent: c_kv and the rotary key k_R, side by side
+        q_C, q_R = q[..., :d_C], self.turned(q[..., d_C:], start)       # (B, H, T, d_C), d_R
+        # 2. the latent: c_kv and the rotary key k_R
         compressed = self.kv_down(x)                                    # (B, T, r + d_R)
-        c_kv = self.kv_norm(compressed[..., :r])                        # (B, T, r)
-        k_R = self.turned(compressed[..., r:], start)                   # (B, T, d_R)
-        latent = self.hook("latent", concatenate([c_kv, k_R], axis=-1))   # (B, T, r + d_R)
+        c_kv = self.hook("c_kv", self.kv_norm(compressed[..., :r]))     # (B, T, r)
+        k_R = self.hook("k_rope", self.turned(compressed[..., r:], start))    # (B, T, d_R)
         # 3. attend: expanded without a cache, absorbed on the cache's latents
         if cache is None:
-            heads, weights = self.expanded(q, latent)                   # (B, H, T, d_v), ...
+            heads, weights = self.expanded(q_C, q_R, c_kv, k_R)         # (B, H, T, d_v), ...
         else:
-            heads, weights = self.absorbed(q, cache.extended(latent))   # (B, H, T, d_v), ...
+            latents = cache.extended(c_kv, k_R)                         # (B, S, r + d_R)
+            heads, weights = self.absorbed(q_C, q_R, latents)           # (B, H, T, d_v), ...
         weights = self.hook("weights", weights)                         # (B, H, T, S)
         heads = self.hook("heads", heads)                               # (B, H, T, d_v)
         # 4. merge the heads side by side, and project
@@ -182,30 +182,33 @@ class LatentAttention(Module):
         per_head = self.kv_up.weight.reshape(H, d_C + d_v, self.kv_lora_rank)   # (H, d_C + d_v, r)
         return per_head[:, :d_C], per_head[:, d_C:]                     # (H, d_C, r), (H, d_v, r)
 
-    def expanded(self, q, latent):
-        """Attention as the paper's equations write it: every head's keys and values rebuilt
-        from the latents (B, S, r + d_R). (heads (B, H, T, d_v), weights (B, H, T, S))."""
-        B, H, T, _ = q.shape
-        S, r, d_C = latent.shape[1], self.kv_lora_rank, self.qk_nope_head_dim
-        c_kv, k_R = latent[..., :r], latent[..., r:]                    # (B, S, r), (B, S, d_R)
+    def expanded(self, q_C, q_R, c_kv, k_R):
+        """Attention as the paper's equations write it: every head's content keys and values
+        rebuilt from c_kv (B, S, r); the rotary key k_R (B, S, d_R) is one for all heads.
+        (heads (B, H, T, d_v), weights (B, H, T, S))."""
+        B, H, T, _ = q_C.shape
+        S, d_C = c_kv.shape[1], self.qk_nope_head_dim
         kv = self.kv_up(c_kv).reshape(B, S, H, d_C + self.v_head_dim)   # (B, S, H, d_C + d_v)
         kv = kv.transpose(0, 2, 1, 3)                                   # (B, H, S, d_C + d_v)
         k_C, v = kv[..., :d_C], kv[..., d_C:]                           # (B, H, S, d_C), d_v
-        shared = k_R[:, None][:, np.zeros(H, dtype=np.int64)]           # (B, H, S, d_R): copies
-        k = concatenate([k_C, shared], axis=-1)                         # (B, H, S, d_C + d_R)
-        weights = grouped_weights(q, k, visible_keys(T, S), self.scale)   # (B, H, T, S)
-        return grouped_values(weights, v), weights                      # (B, H, T, d_v)
+        # q . k = [q_C; q_R] . [k_C; k_R] = q_C . k_C + q_R . k_R, the second for every head
+        shared = k_R.reshape(B, 1, S, self.qk_rope_head_dim)            # (B, 1, S, d_R)
+        scores = (q_C @ k_C.mT + q_R @ shared.mT) * self.scale          # (B, H, T, S)
+        seen = visible_keys(T, S)                                       # (T, S) causal, or None
+        if seen is not None:
+            scores = where(seen, scores, -math.inf)                     # (B, H, T, S)
+        weights = F.softmax(scores, axis=-1)                            # (B, H, T, S)
+        return weights @ v, weights                                     # (B, H, T, d_v)
 
-    def absorbed(self, q, latent):
+    def absorbed(self, q_C, q_R, latents):
         """Attention on the latents (B, S, r + d_R) themselves: W_UK absorbed into the queries,
         W_UV applied after the weighted sum; multi-query attention whose one key/value head is
         the latent. The same (heads, weights) as `expanded`."""
-        B, H, T, _ = q.shape
-        S, r, d_C = latent.shape[1], self.kv_lora_rank, self.qk_nope_head_dim
+        B, H, T, _ = q_C.shape
+        S, r = latents.shape[1], self.kv_lora_rank
         W_UK, W_UV = self.up_projections()                              # (H, d_C, r), (H, d_v, r)
-        q_latent = q[..., :d_C] @ W_UK                                  # (B, H, T, r)
-        query = concatenate([q_latent, q[..., d_C:]], axis=-1)          # (B, H, T, r + d_R)
-        key = latent.reshape(B, 1, S, r + self.qk_rope_head_dim)        # (B, 1, S, r + d_R)
+        query = concatenate([q_C @ W_UK, q_R], axis=-1)                 # (B, H, T, r + d_R)
+        key = latents.reshape(B, 1, S, r + self.qk_rope_head_dim)       # (B, 1, S, r + d_R)
         weights = grouped_weights(query, key, visible_keys(T, S), self.scale)   # (B, H, T, S)
         mixed = grouped_values(weights, key[..., :r])                   # (B, H, T, r)
         return mixed @ W_UV.mT, weights                                 # (B, H, T, d_v)
@@ -228,9 +231,10 @@ class LatentCache:
     def __init__(self):
         self.latents = None                     # a tensor (B, S, r + d_R), once filled
 
-    def extended(self, latent):
-        """The cached latents followed by the new ones (B, T, r + d_R): (B, S + T, r + d_R),
-        all of which the layer keeps."""
+    def extended(self, c_kv, k_R):
+        """The cached latents followed by the new tokens' [c_kv; k_R] ((B, T, r) and (B, T,
+        d_R)): (B, S + T, r + d_R), all of which the layer keeps."""
+        latent = concatenate([c_kv, k_R], axis=-1)                      # (B, T, r + d_R)
         if self.latents is not None:
             latent = concatenate([self.latents, latent], axis=1)        # (B, S + T, r + d_R)
         self.latents = latent
