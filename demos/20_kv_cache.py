@@ -177,9 +177,22 @@ def collected(runs, second, table, settings, run_settings, quick):
             f"{key}_training_seconds": run["seconds"]})
     counts = [numbers[f"{kind.replace('-', '_')}_parameters"] for kind in runs]
     numbers["parameter_spread"] = max(counts) - min(counts)
+    numbers["verdict"] = verdict(numbers)
     numbers["eval_steps"] = runs["multi-head"]["history"]["eval_steps"]
     numbers["multi_head_second_seed_loss"] = float(second["windows"].mean())
     return numbers
+
+
+def verdict(numbers):
+    """What the losses say against the seed gap (how far two runs of multi-head landed): each
+    kind within it, or how many seed gaps behind (or ahead of) multi-head."""
+    scale = abs(numbers["seed_gap"])
+    gaps = {kind: numbers[kind.replace("-", "_") + "_gap"] / scale for kind in KINDS[1:]}
+    within = [kind for kind, gap in gaps.items() if abs(gap) <= 1]
+    apart = [f"{kind} {abs(gap):.1f} seed gaps {'behind' if gap > 0 else 'ahead'}"
+             for kind, gap in gaps.items() if abs(gap) > 1]
+    said = [f"{' and '.join(within)} within the seed gap of multi-head"] if within else []
+    return "; ".join(said + apart)
 
 
 # %% [markdown]
@@ -212,7 +225,7 @@ def print_the_results(numbers, table, settings, run_settings):
         f"cache per token (cache.nbytes / tokens):")
     print(f"\nMulti-head again from seed {SECOND_SEED}: {numbers['multi_head_second_seed_loss']:.4f}"
           f" ({numbers['seed_gap']:+.4f} ± {numbers['seed_gap_error']:.4f} from seed {SEED}): "
-          f"two runs of one model differ by this much.\n")
+          f"two runs of one model differ by this much.\nAgainst it: {numbers['verdict']}.\n")
     cache_table.print_table(table, settings, run_settings["context"], run_settings["batch"],
                             run_settings["cache_steps"], run_settings["rounds"])
 
@@ -258,7 +271,8 @@ PAGE_ENTRY = """\
     ({grouped_query_bytes_per_token:,.0f}), multi-query {multi_query_loss:.3f}
     ({multi_query_bytes_per_token:,.0f}), latent {latent_loss:.3f}
     ({latent_bytes_per_token:,.0f}); multi-head trained again from another seed lands
-    {seed_gap:+.3f} away, the scale of what one run can tell. A step of generation for {batch}
+    {seed_gap:+.3f} away, the scale of what one run can tell: {verdict}. A step of generation
+    for {batch}
     sequences on a {context:,}-token cache takes {grouped_query_vs_multi_head:.2f}x multi-head's
     time with grouped-query attention, {multi_query_vs_multi_head:.2f}x with multi-query and
     {latent_vs_multi_head:.2f}x with latent attention.

@@ -228,8 +228,8 @@ def print_the_results(numbers, results, first, sinks, settings):
         f"first {SINKS}), on {settings['windows']} held-out\nwindows of {numbers['context']}; an "
         f"even spread would give {numbers['even_share_first']:.3f} "
         f"({numbers['even_share_sinks']:.3f}):")
-    print(f"\nThe largest share on the first token is {numbers['largest_share_first']:.3f}; "
-          f"{numbers['sink_verdict']}.")
+    print(f"\nThe largest share on the first token is {numbers['largest_share_first']:.3f}, an "
+          f"even spread's {numbers['even_share_first']:.3f}; {numbers['sink_verdict']}.")
 
 
 COLOURS = {"full": "tab:gray", "window": "tab:red", "sinks": "tab:green",

@@ -53,9 +53,17 @@ def test_it_prints_the_losses_it_returns(quick_run):
                          rf"{numbers[f'{key}_bytes_per_token']:,.0f}", printed), kind
     assert numbers["multi_head_gap"] == 0.0
     assert f"Multi-head again from seed 1: {numbers['multi_head_second_seed_loss']:.4f}" in printed
+    assert f"Against it: {numbers['verdict']}." in printed
     assert numbers["windows"] == 31                             # 2,000 characters, windows of 64
     assert numbers["steps"] == 12 and len(numbers["multi_head_val_losses"]) == 3
     assert numbers["latent_val_losses"][-1] < numbers["latent_val_losses"][0]
+
+
+def test_the_verdict_counts_seed_gaps():
+    numbers = {"seed_gap": -0.01, "grouped_query_gap": 0.004, "multi_query_gap": -0.02,
+               "latent_gap": 0.035}
+    assert demo.verdict(numbers) == ("grouped-query within the seed gap of multi-head; "
+                                     "multi-query 2.0 seed gaps ahead; latent 3.5 seed gaps behind")
 
 
 def test_the_window_losses_average_to_demo_11s_loss():
