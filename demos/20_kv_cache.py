@@ -223,7 +223,8 @@ def print_the_results(numbers, table, settings, run_settings):
         f"Held-out loss over the {numbers['windows']:,} windows of the validation part (nats per "
         f"character; ± the standard error\nof the mean difference over the windows), and the "
         f"cache per token (cache.nbytes / tokens):")
-    print(f"\nMulti-head again from seed {SECOND_SEED}: {numbers['multi_head_second_seed_loss']:.4f}"
+    second = numbers["multi_head_second_seed_loss"]
+    print(f"\nMulti-head again from seed {SECOND_SEED}: {second:.4f}"
           f" ({numbers['seed_gap']:+.4f} ± {numbers['seed_gap_error']:.4f} from seed {SEED}): "
           f"two runs of one model differ by this much.\nAgainst it: {numbers['verdict']}.\n")
     cache_table.print_table(table, settings, run_settings["context"], run_settings["batch"],

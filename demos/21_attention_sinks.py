@@ -154,7 +154,7 @@ def main(argv=None):
     first, even_first = attention_to_the_first(model, windows)
     sinks, even_sinks = attention_to_the_first(model, windows, SINKS)
     numbers = collected(results, settings, history, first, even_first, sinks, even_sinks)
-    print_the_results(numbers, results, first, sinks, settings)
+    print_the_results(numbers, first, sinks, settings)
     demo_tools.print_pictures(plot(results, numbers, first, settings,
                                    args.output / "attention_sinks.png"))
     return numbers
@@ -184,11 +184,13 @@ def collected(results, settings, history, first, even_first, sinks, even_sinks):
         f"no head gives it {SINK_FACTOR} times that: this model has no sink to lose")
     past = slice(2 * WINDOW, None)              # the positions past twice the window
     numbers["length_past"] = 2 * WINDOW
+    numbers["bytes_after"] = [p for p in (WINDOW, 2 * WINDOW, 4 * WINDOW, 8 * WINDOW,
+                                          settings["length"] - 2) if p < settings["length"] - 1]
     for kind, (losses, sizes) in results.items():
         numbers[f"{kind}_binned"] = binned(losses, bin_size).tolist()
         numbers[f"{kind}_loss_past"] = float(losses[:, past].mean())
         numbers[f"{kind}_loss_within"] = float(losses[:, :WINDOW].mean())
-        numbers[f"{kind}_bytes"] = sizes.tolist()
+        numbers[f"{kind}_bytes_after"] = [int(sizes[p]) for p in numbers["bytes_after"]]
         numbers[f"{kind}_bytes_end"] = int(sizes[-1])
     numbers["window_bytes_constant"] = bool(
         len(set(results["window"][1][WINDOW:].tolist())) == 1
@@ -200,7 +202,7 @@ def collected(results, settings, history, first, even_first, sinks, even_sinks):
 # Plumbing: what it prints, the picture and the entry on docs/demos.md.
 
 # %%
-def print_the_results(numbers, results, first, sinks, settings):
+def print_the_results(numbers, first, sinks, settings):
     bin_size = settings["bin"]
     bins = len(numbers["full_binned"])
     demo_tools.print_table(
@@ -212,11 +214,9 @@ def print_the_results(numbers, results, first, sinks, settings):
         f"\nthe model trained on windows of {numbers['context']}):")
     print(f"\nPast position {2 * WINDOW}: " + ", ".join(
         f"{kind} {numbers[f'{kind}_loss_past']:.3f}" for kind in CACHES))
-    checkpoints = [p for p in (WINDOW, 2 * WINDOW, 4 * WINDOW, 8 * WINDOW, numbers["length"] - 2)
-                   if p < numbers["length"] - 1]
     demo_tools.print_table(
-        ["cache"] + [f"after {p + 1}" for p in checkpoints],
-        [[kind] + [f"{results[kind][1][p]:,}" for p in checkpoints]
+        ["cache"] + [f"after {p + 1}" for p in numbers["bytes_after"]],
+        [[kind] + [f"{size:,}" for size in numbers[f"{kind}_bytes_after"]]
          for kind in ("full", "window", "sinks")],
         "The cache's bytes (cache.nbytes, all layers) after reading so many characters:")
     heads = [f"head {h}" for h in range(first.shape[1])]
@@ -292,7 +292,7 @@ PAGE_ENTRY = """\
     windows hold {window_bytes_end:,} and {sinks_bytes_end:,} bytes to the end, where the full
     cache has grown to {full_bytes_end:,}.
 
-    ![loss per position with each cache; attention to the first token](pictures/attention_sinks.png)"""
+    ![loss per position, each cache; attention to the first token](pictures/attention_sinks.png)"""
 
 # %% [markdown]
 # Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).

@@ -158,5 +158,6 @@ def test_a_cache_of_other_sequences_is_named():
     attention, cache = latent_attention(), nn.LatentCache()
     attention(ta.tensor(np.zeros((2, 3, E))), 0, cache)
     with pytest.raises(ValueError, match=r"^LatentAttention: the cache holds the latents of 2 "
-                                         r"sequences, but x is a batch of 1 \(shape \(1, 1, 10\)\)"):
+                                         r"sequences, but x is a batch of 1 \(shape \(1, 1, "
+                                         r"10\)\)"):
         attention(ta.tensor(np.zeros((1, 1, E))), 3, cache)

@@ -28,8 +28,8 @@ it comes from):
 
 Read in this order: DecoderSettings, DecoderBlock, OpenDecoder (forward, then generate), and the
 cache: LayerCache (one layer's keys and values; a sliding layer keeps its window only; a latent
-layer's LatentCache keeps its latents) and DecoderCache (every layer's, and `nbytes`). nn/open_checkpoints.py reads and writes each
-family's own files (`nn.from_pretrained`).
+layer's LatentCache keeps its latents) and DecoderCache (every layer's, and `nbytes`).
+nn/open_checkpoints.py reads and writes each family's own files (`nn.from_pretrained`).
 """
 import dataclasses
 import math

@@ -11,9 +11,9 @@ without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen to
 (tokenizer.json) and chapter 3's GPT-2 tokenizer, and with `tokenizers` and tiktoken when they are
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
 the machine's memory bandwidth sets; part 10 the key/value cache's bytes per token and a step of
-generation for multi-head, grouped-query, multi-query and latent attention. What is reported is the median over rounds of the per-round
-ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work
-done, not how it was spread over cores.
+generation for multi-head, grouped-query, multi-query and latent attention. What is reported is
+the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on one
+thread, so that the ratios compare the work done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward

@@ -113,7 +113,7 @@ def measure(decoders, rounds, context=CONTEXT, batch=BATCH, steps=STEPS, seed=0)
     return table
 
 
-def deepseek_v2_table(n_h, d_h, l, d_c, d_R, n_g):
+def deepseek_v2_table(n_h, d_h, l, d_c, d_R, n_g):  # noqa: E741  (the paper's l, the layers)
     """{kind: (formula, elements per token)}: Table 1 of DeepSeek-V2 at its own sizes."""
     return {"multi-head": ("2 n_h d_h l", 2 * n_h * d_h * l),
             "grouped-query": (f"2 n_g d_h l (n_g = {n_g})", 2 * n_g * d_h * l),
