@@ -31,7 +31,7 @@ drawn as held-out loss against bytes per token, beside the validation curves, in
 
     python demos/20_kv_cache.py [output folder] [--quick]
 
-`--quick` trains each model for 12 steps (what the tests run). The full run's time, as
+`--quick` trains each model for 6 steps (what the tests run). The full run's time, as
 `dev/regenerate.py` measured it, ends its entry on docs/demos.md. One seed per kind, one learning
 rate, a small model, few steps: what it measures at this scale is said in the entry.
 """
@@ -56,7 +56,7 @@ SEED, SECOND_SEED = 0, 1
 KINDS = list(cache_table.KINDS)                  # multi-head, grouped-query, multi-query, latent
 FULL = dict(steps=480, warmup_steps=48, eval_every=80, eval_batches=10, final_characters=None,
             context=1024, batch=4, cache_steps=4, rounds=15)
-QUICK = dict(steps=12, warmup_steps=3, eval_every=6, eval_batches=2, final_characters=2000,
+QUICK = dict(steps=6, warmup_steps=2, eval_every=3, eval_batches=1, final_characters=1000,
              context=24, batch=2, cache_steps=1, rounds=1)
 
 

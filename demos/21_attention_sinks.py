@@ -23,7 +23,7 @@ to the first token, and to the first SINKS, against the share an even spread wou
 
     python demos/21_attention_sinks.py [output folder] [--quick]
 
-`--quick` trains for 12 steps and reads 2 short streams (what the tests run). The full run's
+`--quick` trains for 6 steps and reads 2 short streams (what the tests run). The full run's
 time, as `dev/regenerate.py` measured it, ends its entry on docs/demos.md. One model, one seed.
 The collapse needs a sink: a head that gives the first token far more than an even share of its
 attention. Whether this model grew one is measured (a head giving the first token more than
@@ -54,7 +54,7 @@ SETTINGS = dict(hidden_size=128, intermediate_size=344, num_layers=4, num_heads=
 WINDOW, SINKS = 32, 4
 FULL = dict(steps=800, warmup_steps=80, eval_every=200, eval_batches=10, streams=16, length=512,
             bin=32, windows=32)
-QUICK = dict(steps=12, warmup_steps=3, eval_every=6, eval_batches=2, streams=2, length=80,
+QUICK = dict(steps=6, warmup_steps=2, eval_every=3, eval_batches=1, streams=2, length=80,
              bin=16, windows=4)
 CACHES = ("full", "window", "sinks", "recomputed")
 

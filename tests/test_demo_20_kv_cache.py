@@ -54,8 +54,8 @@ def test_it_prints_the_losses_it_returns(quick_run):
     assert numbers["multi_head_gap"] == 0.0
     assert f"Multi-head again from seed 1: {numbers['multi_head_second_seed_loss']:.4f}" in printed
     assert f"Against it: {numbers['verdict']}." in printed
-    assert numbers["windows"] == 31                             # 2,000 characters, windows of 64
-    assert numbers["steps"] == 12 and len(numbers["multi_head_val_losses"]) == 3
+    assert numbers["windows"] == 15                             # 1,000 characters, windows of 64
+    assert numbers["steps"] == 6 and len(numbers["multi_head_val_losses"]) == 3
     assert numbers["latent_val_losses"][-1] < numbers["latent_val_losses"][0]
 
 
