@@ -312,6 +312,18 @@ def test_the_layers_with_experts_are_transformers(family, edit, dense):
                  if not hasattr(layer.mlp, "experts")) == dense
 
 
+@pytest.mark.parametrize("family, theirs, ours", [("qwen3_moe", "num_local_experts",
+                                                   "num_experts"),
+                                                  ("deepseek_v3", "n_routed_experts",
+                                                   "num_local_experts")])
+def test_the_experts_count_is_read_under_either_name(family, theirs, ours):
+    config = json.loads((folder_of(family) / "config.json").read_text())
+    renamed = {**config, ours: config[theirs]}
+    renamed.pop(theirs)
+    assert nn.open_checkpoints.settings_from_config(renamed, "renamed") == \
+        nn.open_checkpoints.settings_from_config(config, "as written")
+
+
 def sharded_copy(family, tmp_path, shards=3):
     """The fixture's weights as transformers saves a model too big for one file: shards and
     model.safetensors.index.json."""

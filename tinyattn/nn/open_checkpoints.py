@@ -226,7 +226,8 @@ def experts_of(config, family):
         step, dense_only = config["decoder_sparse_step"], config["mlp_only_layers"] or []
         dense = tuple(i for i in layers if i in dense_only or (i + 1) % step)
     else:
-        count, shared = config["n_routed_experts"], config["n_shared_experts"]
+        count = config.get("num_local_experts", config["n_routed_experts"])   # either name
+        shared = config["n_shared_experts"]
         dense = tuple(i for i in layers if i < config["first_k_dense_replace"])
         read.update(num_groups=config["n_group"] or 1, top_groups=config["topk_group"] or 1,
                     routed_scaling_factor=config["routed_scaling_factor"],
