@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tinyattn_tools import bench
-from tinyattn_tools.bench import (generation, gpt2_generation, hooks, long_attention,
-                                  multi_head, open_generation, overhead, tokenizer_speed,
-                                  training)
+from tinyattn_tools.bench import (cache_table, generation, gpt2_generation, hooks,
+                                  long_attention, multi_head, open_generation, overhead,
+                                  tokenizer_speed, training)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -93,14 +93,14 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["10"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, got 10" in capsys.readouterr().err
+        bench.main(["11"])
+    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, got 11" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -292,3 +292,27 @@ def test_the_qwen3_bench_checks_the_same_model_in_transformers_first(capsys):
         theirs = open_generation.transformers_model(other, folder)
         with pytest.raises(AssertionError, match="transformers computes other logits"):
             open_generation.check_same_model(torch, model, theirs, ids, prompt, 3)
+
+
+def test_the_cache_table_is_nbytes_and_its_formula_for_each_kind(capsys):
+    table = cache_table.bench_cache_table(1, context=6, batch=2, steps=1, num_layers=2)
+    assert list(table) == ["multi-head", "grouped-query", "multi-query", "latent"]
+    assert [row["numbers"] for row in table.values()] == [256, 128, 64, 80]
+    for row in table.values():
+        assert row["bytes_per_token"] == row["formula_bytes"] == 2 * row["numbers"] * 4
+        assert row["cache_bytes"] == 2 * 6 * row["bytes_per_token"]
+        assert row["seconds_per_step"] > 0
+    assert table["multi-head"]["vs_multi_head"] == 1.0
+    printed = capsys.readouterr().out
+    assert "latent                 r + d_R = 80" in printed
+    assert "latent                    (d_c + d_R) l =    34,560 (4.5 d_h l)" in printed
+
+
+def test_the_cache_table_writes_what_generate_writes():
+    """The bench's steps are greedy generation on the cache: the tokens of `generate`."""
+    model = cache_table.models(num_layers=1, vocab_size=13)["latent"]
+    prompt = np.random.default_rng(0).integers(0, 13, (2, 5))
+    cache, first = cache_table.prefilled(model, prompt, chunk=2)
+    write = cache_table.writer(model, cache, first)
+    written = np.concatenate([first, write(2), write(1)], axis=1)           # (2, 4)
+    np.testing.assert_array_equal(written, model.generate(prompt, 4)[:, 5:])

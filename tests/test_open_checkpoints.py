@@ -19,17 +19,24 @@ import tinyattn.nn as nn
 import tinyattn.viz as viz
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "qwen3_moe", "deepseek_v3")
+# each family's fixture, and DeepSeek-V3's without q_lora_rank
+CHECKPOINTS = FAMILIES + ("deepseek_v3-no-q-lora",)
+MIXTURES = ("qwen3_moe", "deepseek_v3", "deepseek_v3-no-q-lora")
 
 
-def folder_of(family):
-    return FIXTURES / f"{family}-tiny"
+def folder_of(checkpoint):
+    return FIXTURES / f"{checkpoint}-tiny"
+
+
+def family_of(checkpoint):
+    return checkpoint.split("-")[0]
 
 
 @pytest.fixture(scope="module")
 def references():
-    return {family: ta.load_safetensors(folder_of(family) / "reference.safetensors")
-            for family in FAMILIES}
+    return {name: ta.load_safetensors(folder_of(name) / "reference.safetensors")
+            for name in CHECKPOINTS}
 
 
 def tolerance(reference, dtype):
@@ -55,7 +62,10 @@ def copy_of(family, tmp_path, edit=None):
 
 def hub_layout(config):
     """config.json as the hub's checkpoints write it (transformers 4): rope_theta and
-    rope_scaling, and Gemma 3's rope_local_base_freq, instead of rope_parameters."""
+    rope_scaling, and Gemma 3's rope_local_base_freq, instead of rope_parameters; Qwen3-MoE's
+    num_experts instead of num_local_experts."""
+    if "num_local_experts" in config:
+        config["num_experts"] = config.pop("num_local_experts")
     parameters = config.pop("rope_parameters")
     if config["model_type"] == "gemma3_text":
         config["rope_local_base_freq"] = parameters["sliding_attention"]["rope_theta"]
@@ -73,9 +83,11 @@ def transformers_or_skip():
 
 
 def their_logits(folder, ids, dtype="float32"):
+    """transformers' logits, eager attention and experts (its grouped experts take no float64)."""
     torch, transformers = transformers_or_skip()
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, dtype=getattr(torch, dtype), attn_implementation="eager").eval()
+        folder, dtype=getattr(torch, dtype), attn_implementation="eager",
+        experts_implementation="eager").eval()
     with torch.no_grad():
         return model(torch.tensor(ids)).logits.numpy()
 
@@ -83,14 +95,15 @@ def their_logits(folder, ids, dtype="float32"):
 # ------------------------------------------------------------------------------------------------
 # The fixtures
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_each_fixture_is_a_small_complete_folder_of_its_family(family, references):
     folder = folder_of(family)
     for name in ("config.json", "model.safetensors", "reference.safetensors", "README.md"):
         assert (folder / name).is_file(), name
     config = json.loads((folder / "config.json").read_text())
-    assert config["model_type"] == family and "rope_parameters" in config   # transformers 5's
-    assert (folder / "model.safetensors").stat().st_size < 80_000
+    assert config["model_type"] == family_of(family) and "rope_parameters" in config
+    limit = 120_000 if family in MIXTURES else 80_000          # 8 experts in 2 layers: 110 kB
+    assert (folder / "model.safetensors").stat().st_size < limit
     _, metadata = ta.load_safetensors(folder / "reference.safetensors", with_metadata=True)
     assert metadata["transformers"] and float(metadata["lifting_changes_logits_by"]) > 1e-7
     reference = references[family]
@@ -101,11 +114,11 @@ def test_each_fixture_is_a_small_complete_folder_of_its_family(family, reference
 # Reading: the logits and tokens of transformers
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_the_logits_are_transformers_logits(family, dtype, references):
     reference = references[family]
     model = nn.from_pretrained(folder_of(family), dtype=np.dtype(dtype))
-    assert isinstance(model, nn.OpenDecoder) and model.settings.model_type == family
+    assert isinstance(model, nn.OpenDecoder) and model.settings.model_type == family_of(family)
     assert not model.training
     logits = logits_of(model, reference["input_ids"])
     assert logits.dtype == np.dtype(dtype) and logits.shape == (2, 12, 64)
@@ -113,7 +126,7 @@ def test_the_logits_are_transformers_logits(family, dtype, references):
     np.testing.assert_allclose(logits, expected, rtol=0, atol=tolerance(expected, dtype))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_greedy_generation_gives_transformers_tokens(family, references):
     prompt, expected = references[family]["prompt_ids"], references[family]["generated_ids"]
     model = nn.from_pretrained(folder_of(family))
@@ -122,7 +135,7 @@ def test_greedy_generation_gives_transformers_tokens(family, references):
     np.testing.assert_array_equal(model.generate(prompt, new, use_cache=False), expected)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_the_hubs_config_layout_gives_the_same_model(family, tmp_path, references):
     ids = references[family]["input_ids"]
     folder = copy_of(family, tmp_path, hub_layout)
@@ -132,7 +145,7 @@ def test_the_hubs_config_layout_gives_the_same_model(family, tmp_path, reference
                                             ids))
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "qwen3_moe"])
 def test_transformers_reads_the_hubs_layout_as_this_reader_does(family, tmp_path, references):
     """hub_layout above is a config transformers takes for the same model (skipped, saying so,
     without transformers)."""
@@ -143,7 +156,7 @@ def test_transformers_reads_the_hubs_layout_as_this_reader_does(family, tmp_path
 
 def test_each_family_turns_on_its_switches():
     settings = {family: nn.from_pretrained(folder_of(family)).settings for family in FAMILIES}
-    llama, mistral, qwen2, qwen3, gemma = (settings[family] for family in FAMILIES)
+    llama, mistral, qwen2, qwen3, gemma = (settings[family] for family in FAMILIES[:5])
     assert llama.rope_scaling == {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0,
                                   "original_max_position_embeddings": 128}
@@ -162,6 +175,63 @@ def test_each_family_turns_on_its_switches():
     assert gemma.activation == "gelu_tanh" and all(s.activation == "silu" for s in
                                                    (llama, mistral, qwen2, qwen3))
     assert not any(s.qk_norm for s in (llama, mistral, qwen2))
+    assert not any(s.latent or s.experts for s in (llama, mistral, qwen2, qwen3, gemma))
+
+
+def test_the_mixtures_turn_on_their_switches():
+    qwen, deepseek, no_q_lora = (nn.from_pretrained(folder_of(name)).settings
+                                 for name in MIXTURES)
+    assert qwen.experts == nn.ExpertSettings(num_experts=8, top_k=2, hidden_dim=8,
+                                             norm_topk_prob=True, dense_layers=(1,))
+    assert qwen.feed_forwards() == ("experts", "dense", "experts") and qwen.latent is None
+    assert qwen.kinds() == ("sliding",) * 3 and qwen.sliding_window == 4
+    assert qwen.qk_norm and qwen.qkv_bias and qwen.out_bias and qwen.head_dim == 8
+    assert deepseek.latent == nn.LatentSettings(kv_lora_rank=8, qk_rope_head_dim=4,
+                                                qk_nope_head_dim=6, v_head_dim=5,
+                                                q_lora_rank=12, rope_interleave=True)
+    assert deepseek.experts == nn.ExpertSettings(
+        num_experts=8, top_k=3, hidden_dim=8, scoring="sigmoid", norm_topk_prob=True,
+        routed_scaling_factor=2.5, num_groups=4, top_groups=2, choice_bias=True,
+        shared_hidden_dim=16, dense_layers=(0,))
+    assert deepseek.feed_forwards() == ("dense", "experts", "experts")
+    assert (deepseek.head_dim, deepseek.num_kv_heads, deepseek.norm_eps) == (10, 4, 1e-5)
+    assert deepseek.qkv_bias and deepseek.out_bias and not deepseek.qk_norm
+    assert not deepseek.tied_head and deepseek.kinds() == ("full",) * 3
+    assert no_q_lora.latent == dataclasses.replace(deepseek.latent, q_lora_rank=None,
+                                                   rope_interleave=False)
+    assert no_q_lora.tied_head and not no_q_lora.qkv_bias
+
+
+@pytest.mark.parametrize("family, change", [
+    # the bias chooses: without it other experts are chosen (and the logits change)
+    ("deepseek_v3", lambda model: [layer.choice_bias.data.fill(0.0) for layer in model.modules()
+                                   if isinstance(layer, nn.RoutedExperts)]),
+    # the groups limit the choice
+    ("deepseek_v3", lambda model: [setattr(layer, "top_groups", layer.num_groups)
+                                   for layer in model.modules()
+                                   if isinstance(layer, nn.RoutedExperts)]),
+    # the interleaved rotary pairs of DeepSeek's checkpoints
+    ("deepseek_v3", lambda model: [setattr(block.attn, "rope_interleave", False)
+                                   for block in model.blocks]),
+    # the latent's norms have eps 1e-6 whatever rms_norm_eps says (1e-5 in the fixtures)
+    ("deepseek_v3-no-q-lora", lambda model: [setattr(block.attn.kv_norm, "eps", 1e-5)
+                                             for block in model.blocks]),
+    ("deepseek_v3", lambda model: [setattr(block.attn.q_norm, "eps", 1e-5)
+                                   for block in model.blocks]),
+    ("qwen3_moe", lambda model: [setattr(layer, "norm_topk_prob", False)
+                                 for layer in model.modules()
+                                 if isinstance(layer, nn.RoutedExperts)]),
+])
+def test_each_switch_of_the_mixtures_shows_in_the_logits(family, change, references):
+    """Every switch the fixtures turn on moves the float64 logits a thousand times farther from
+    transformers' than the tolerance the unchanged model meets: the fixtures test it. The norms'
+    eps moves them least (1e-5 to 1e-4: the latents' mean squares are near 1, and eps 1e-6
+    against 1e-5 changes their norm by about 5e-6)."""
+    model = nn.from_pretrained(folder_of(family), np.float64)
+    change(model)
+    reference = references[family]["logits_float64"]
+    moved = np.abs(logits_of(model, references[family]["input_ids"]) - reference).max()
+    assert moved > 1000 * tolerance(reference, "float64")
 
 
 def test_a_key_left_out_means_transformers_default(tmp_path, references):
@@ -192,6 +262,9 @@ def test_a_key_left_out_means_transformers_default(tmp_path, references):
     ("gemma3_text", lambda c: c.update(layer_types=None, sliding_window_pattern=2),
      ("sliding", "full")),
     ("gemma3_text", lambda c: c.pop("layer_types"), ("sliding", "sliding")),
+    # Qwen3-MoE's window is on every layer, with use_sliding_window (max_window_layers unread)
+    ("qwen3_moe", lambda c: c.update(use_sliding_window=False), None),
+    ("qwen3_moe", lambda c: c.update(max_window_layers=1), ("sliding",) * 3),
 ])
 def test_switches_mean_what_transformers_makes_them_mean(family, edit, kinds, tmp_path,
                                                          references):
@@ -203,15 +276,52 @@ def test_switches_mean_what_transformers_makes_them_mean(family, edit, kinds, tm
         assert np.abs(logits_of(model, ids) - references[family]["logits_float64"]).max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["qwen2", "gemma3_text"])
+@pytest.mark.parametrize("family", ["qwen2", "gemma3_text", "qwen3_moe"])
 def test_transformers_agrees_on_what_the_switches_mean(family, tmp_path, references):
-    """The first and last of the edits above, in transformers too (skipped without it)."""
+    """Three of the edits above, in transformers too (skipped without it)."""
     edit = {"qwen2": lambda c: c.update(use_sliding_window=False, layer_types=None),
-            "gemma3_text": lambda c: c.pop("layer_types")}[family]
+            "gemma3_text": lambda c: c.pop("layer_types"),
+            "qwen3_moe": lambda c: c.update(use_sliding_window=False)}[family]
     folder, ids = copy_of(family, tmp_path, edit), references[family]["input_ids"]
     ours = logits_of(nn.from_pretrained(folder), ids)
     theirs = their_logits(folder, ids)
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=tolerance(theirs, "float32"))
+
+
+@pytest.mark.parametrize("family, edit, dense", [
+    ("qwen3_moe", dict(decoder_sparse_step=2, mlp_only_layers=[]), (0, 2, 4)),
+    ("qwen3_moe", dict(decoder_sparse_step=2, mlp_only_layers=[3]), (0, 2, 3, 4)),
+    ("qwen3_moe", dict(decoder_sparse_step=1, mlp_only_layers=None), ()),
+    ("qwen3_moe", dict(decoder_sparse_step=3, mlp_only_layers=[0, 1]), (0, 1, 3, 4)),
+    ("deepseek_v3", dict(first_k_dense_replace=0), ()),
+    ("deepseek_v3", dict(first_k_dense_replace=2), (0, 1)),
+    ("deepseek_v3", dict(first_k_dense_replace=7), (0, 1, 2, 3, 4)),
+])
+def test_the_layers_with_experts_are_transformers(family, edit, dense):
+    """Which of 5 layers keep a dense feed-forward, as read here and, when it is installed, as
+    transformers builds the model of the same config."""
+    config = {**json.loads((folder_of(family) / "config.json").read_text()),
+              "num_hidden_layers": 5, **edit}
+    settings = nn.open_checkpoints.settings_from_config(config, "edited")
+    assert settings.experts.dense_layers == dense
+    _, transformers = transformers_or_skip()
+    config.pop("model_type")
+    theirs = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(family, **config))
+    assert tuple(i for i, layer in enumerate(theirs.model.layers)
+                 if not hasattr(layer.mlp, "experts")) == dense
+
+
+@pytest.mark.parametrize("family, theirs, ours", [("qwen3_moe", "num_local_experts",
+                                                   "num_experts"),
+                                                  ("deepseek_v3", "n_routed_experts",
+                                                   "num_local_experts")])
+def test_the_experts_count_is_read_under_either_name(family, theirs, ours):
+    config = json.loads((folder_of(family) / "config.json").read_text())
+    renamed = {**config, ours: config[theirs]}
+    renamed.pop(theirs)
+    assert nn.open_checkpoints.settings_from_config(renamed, "renamed") == \
+        nn.open_checkpoints.settings_from_config(config, "as written")
 
 
 def sharded_copy(family, tmp_path, shards=3):
@@ -237,10 +347,11 @@ def test_a_sharded_checkpoint_is_read_through_its_index(tmp_path, references):
         logits_of(nn.from_pretrained(folder_of("qwen3"), np.float64), ids))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_chapter_4s_tools_and_the_cache_work_on_every_family(family, references):
     """run_with_cache (chapter 4's names), hooks, add_lora and merge_lora, the attention view;
-    the cache holds the key/value heads, a sliding layer its window, nbytes the formula."""
+    the cache holds the key/value heads, a sliding layer its window, a latent layer its latents,
+    nbytes the formula."""
     model, ids = nn.from_pretrained(folder_of(family)), references[family]["input_ids"]
     logits, cache = model.run_with_cache(ids)
     np.testing.assert_array_equal(logits.data, logits_of(model, ids))
@@ -257,12 +368,18 @@ def test_chapter_4s_tools_and_the_cache_work_on_every_family(family, references)
     assert np.abs(adapted - logits.data).max() > 1e-3
     np.testing.assert_allclose(logits_of(nn.merge_lora(model), ids), adapted, rtol=0, atol=1e-5)
     _, weights = model(ids, return_weights=True)
-    assert "2 x 4 (layers x heads)" in viz.attention_view([str(i) for i in ids[0]],
-                                                          weights)._repr_html_()
+    layers = model.settings.num_layers
+    assert f"{layers} x 4 (layers x heads)" in viz.attention_view([str(i) for i in ids[0]],
+                                                                  weights)._repr_html_()
     kv_cache = model.empty_cache()
     with ta.no_grad():
         model(ids, cache=kv_cache)
     settings = model.settings
+    if settings.latent is not None:           # API.md: layers * B * T * (r + d_R) * itemsize
+        width = settings.latent.kv_lora_rank + settings.latent.qk_rope_head_dim
+        assert [layer.latents.shape for layer in kv_cache.layers] == [(2, 12, width)] * 3
+        assert kv_cache.nbytes == 3 * 2 * 12 * width * 4
+        return
     kept = [settings.sliding_window if kind == "sliding" else 12 for kind in settings.kinds()]
     assert [layer.keys.shape for layer in kv_cache.layers] == \
         [(2, settings.num_kv_heads, tokens, settings.head_dim) for tokens in kept]
@@ -318,6 +435,17 @@ def set_rope(config, **values):
      r"sliding layers without a sliding_window \(use_sliding_window false\)$"),
     ("mistral", lambda c: c.update(num_key_value_heads=3),
      r"num_key_value_heads 3 not dividing num_attention_heads 4$"),
+    # DeepSeek-V3's own config: YaRN positions and FP8 weights
+    ("deepseek_v3", lambda c: c.update(
+        rope_parameters=None, quantization_config={"quant_method": "fp8"},
+        rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                      "type": "yarn"}),
+     r"quantization_config \(fp8: the weights are quantized\); rope_scaling of rope_type "
+     r"'yarn' \(implemented: 'default', 'linear', 'llama3'\)$"),
+    ("deepseek_v3", lambda c: c.update(num_key_value_heads=2),
+     r"num_key_value_heads 2 other than num_attention_heads 4 \(latent attention rebuilds "
+     r"every head's own keys\)$"),
 ])
 def test_what_the_decoder_does_not_compute_is_refused_by_name(family, edit, message, tmp_path):
     folder = copy_of(family, tmp_path, edit)
@@ -346,7 +474,7 @@ def drop_weight(name):
     ("llama", lambda folder: (folder / "config.json").write_text(json.dumps(
         {**json.loads((folder / "config.json").read_text()), "model_type": "phi3"})), ValueError,
      r"config.json's model_type 'phi3' is not one from_pretrained reads \(gpt2, llama, mistral, "
-     r"qwen2, qwen3, gemma3_text\)$"),
+     r"qwen2, qwen3, gemma3_text, qwen3_moe, deepseek_v3\)$"),
     ("llama", drop_weight("model.layers.1.self_attn.o_proj.bias"), ValueError,
      r"model.safetensors and config.json disagree: for this llama config, model.safetensors "
      r"lacks model.layers.1.self_attn.o_proj.bias$"),
@@ -391,7 +519,7 @@ def test_a_missing_folder_and_a_bad_dtype_are_named(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # Writing
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_save_pretrained_writes_the_weights_it_read(family, tmp_path, references):
     model = nn.from_pretrained(folder_of(family))
     model.save_pretrained(tmp_path)
@@ -413,7 +541,7 @@ def test_save_pretrained_writes_the_weights_it_read(family, tmp_path, references
         assert config[key] == fixture[key], key
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_transformers_reads_what_save_pretrained_wrote(family, tmp_path, references):
     """The same logits as transformers computes from the fixture itself, float32 and float64
     (skipped, saying so, without transformers)."""
@@ -425,11 +553,12 @@ def test_transformers_reads_what_save_pretrained_wrote(family, tmp_path, referen
 
 
 def a_model_trained_here(settings):
-    """A decoder built from `settings`, float32, after one step of training."""
+    """A decoder built from `settings`, float32, after one step of training (DeepSeek's choice
+    bias, frozen, stays)."""
     ta.manual_seed(3)
     model = nn.OpenDecoder(settings, dtype=np.float32)
     ids = np.random.default_rng(0).integers(0, settings.vocab_size, (2, 9))
-    optimizer = ta.optim.Adam(model.parameters(), lr=0.01)
+    optimizer = ta.optim.Adam(model.trainable_parameters(), lr=0.01)
     logits = model(ids[:, :-1])
     ta.functional.cross_entropy(logits.reshape(-1, settings.vocab_size),
                                 ids[:, 1:].reshape(-1)).backward()
@@ -437,16 +566,16 @@ def a_model_trained_here(settings):
     return model.eval(), ids
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKPOINTS)
 def test_a_model_trained_here_runs_in_transformers(family, tmp_path):
     """Settings of the family's fixture with other sizes, trained one step here, saved, run by
     transformers (skipped without it): the same logits."""
+    layer_types = {"llama": None, "deepseek_v3": None, "mistral": ("sliding",) * 3,
+                   "qwen3_moe": ("sliding",) * 3}.get(family_of(family),
+                                                      ("sliding", "full", "sliding"))
     settings = dataclasses.replace(nn.from_pretrained(folder_of(family)).settings,
                                    vocab_size=11, num_layers=3, intermediate_size=20,
-                                   layer_types=None if family in ("llama", "mistral") else
-                                   ("sliding", "full", "sliding"))
-    if family == "mistral":
-        settings = dataclasses.replace(settings, layer_types=("sliding",) * 3)
+                                   layer_types=layer_types)
     model, ids = a_model_trained_here(settings)
     model.save_pretrained(tmp_path)
     ours, theirs = logits_of(model, ids), their_logits(tmp_path, ids)
@@ -465,10 +594,25 @@ def test_a_model_trained_here_runs_in_transformers(family, tmp_path):
     ("gemma3_text", dict(embed_scale=False, sandwich_norms=False),
      r"embed_scale=False \(gemma3_text has True\); sandwich_norms=False \(gemma3_text has "
      r"True\)$"),
+    ("qwen3", lambda s: dict(experts=nn.ExpertSettings(4, 2, 6)),
+     r"experts=ExpertSettings\(num_experts=4, .*\) \(qwen3 has None\)$"),
+    ("qwen3_moe", lambda s: dict(experts=dataclasses.replace(s.experts, scoring="sigmoid",
+                                                             num_groups=2)),
+     r"experts.scoring='sigmoid' \(qwen3_moe has 'softmax'\); experts.num_groups=2 \(qwen3_moe "
+     r"has 1\)$"),
+    ("qwen3_moe", dict(experts=None), r"no experts \(qwen3_moe's files describe routed "
+                                      r"experts\)$"),
+    ("deepseek_v3", lambda s: dict(experts=dataclasses.replace(s.experts, dense_layers=(1,),
+                                                               shared_hidden_dim=12)),
+     r"dense layers \(1,\) \(deepseek_v3's are the first first_k_dense_replace layers\); a "
+     r"shared expert of width 12 \(n_shared_experts experts of width 8\)$"),
+    ("deepseek_v3", dict(latent=None), r"no latent attention \(deepseek_v3 has it on every "
+                                       r"layer\)$"),
 ])
 def test_save_pretrained_refuses_what_the_familys_files_cannot_hold(family, changes, message,
                                                                     tmp_path):
     model = nn.from_pretrained(folder_of(family))
+    changes = changes(model.settings) if callable(changes) else changes
     model.settings = dataclasses.replace(model.settings, **changes)
     with pytest.raises(ValueError, match=rf"^OpenDecoder.save_pretrained: a {family} checkpoint "
                                          rf"cannot hold this model's " + message):

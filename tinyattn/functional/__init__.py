@@ -9,9 +9,9 @@ index of every chapter's functions; read the files in this order:
                and block layouts of the Sparse Transformer and Longformer), sliding_window (a band
                computed chunk by chunk) and linear_attention (Katharopoulos et al. 2020, causal by
                chunks; and ELU, its feature map's piece)
-    chapter 5  norms_and_gates (RMSNorm, SiLU), rotate_half (rotary positions as today's
-               checkpoints hold them, and their frequencies: a larger base, Llama 3.1's bands),
-               grouped_query (several query heads on one key/value head)
+    chapter 5  norms_and_gates (RMSNorm, SiLU, the sigmoid), rotate_half (rotary positions as
+               today's checkpoints hold them, and their frequencies: a larger base, Llama 3.1's
+               bands), grouped_query (several query heads on one key/value head)
 
 What makes an argument bad is in checks.py for chapter 1, and beside its file for a later chapter
 (positions_checks.py beside positions.py, grouped_query_checks.py beside grouped_query.py).
@@ -27,7 +27,7 @@ from tinyattn.functional.sparse_patterns import (local_mask, strided_mask, spars
                                                  global_layout, layout_mask)
 from tinyattn.functional.sliding_window import sliding_window_attention
 from tinyattn.functional.linear_attention import elu, linear_attention, linear_attention_step
-from tinyattn.functional.norms_and_gates import rms_norm, silu
+from tinyattn.functional.norms_and_gates import rms_norm, silu, sigmoid
 from tinyattn.functional.rotate_half import rope_frequencies, rope_rotate_half
 from tinyattn.functional.grouped_query import grouped_query_attention
 
@@ -38,4 +38,5 @@ __all__ = ["linear", "softmax", "log_softmax", "relu", "elu", "gelu", "layer_nor
            "longformer_mask", "local_layout", "strided_layout", "sparse_transformer_layout",
            "global_layout", "layout_mask",
            "sliding_window_attention", "linear_attention", "linear_attention_step",
-           "rms_norm", "silu", "rope_frequencies", "rope_rotate_half", "grouped_query_attention"]
+           "rms_norm", "silu", "sigmoid", "rope_frequencies", "rope_rotate_half",
+           "grouped_query_attention"]

@@ -6,13 +6,16 @@ the gated feed-forward.
     silu       x * sigmoid(x) (Elfwing et al. 2017; "swish" in Ramachandran et al. 2017), the
                activation of the SwiGLU gate (Shazeer 2020); Gemma gates with GELU (F.gelu,
                chapter 1) instead, GeGLU
+    sigmoid    1 / (1 + e^(-x)), each expert's score in DeepSeek-V3's router (part 3,
+               nn/routed_experts.py)
 
-Both are fused ops (tinyattn/ops/rms_norm.py, tinyattn/ops/silu.py, where their backward rules
-are derived); the checklist compares each with the chain of primitive ops it replaces. The gated
+Each is one op (tinyattn/ops/rms_norm.py, silu.py, sigmoid.py, where their backward rules are
+derived); the checklist compares each with the chain of primitive ops it replaces. The gated
 feed-forward that uses them is a layer, nn.GatedFeedForward.
 """
 from tinyattn.arguments import any_tensor, between, door, optional
 from tinyattn.ops.rms_norm import RMSNorm
+from tinyattn.ops.sigmoid import Sigmoid
 from tinyattn.ops.silu import Silu
 
 
@@ -32,3 +35,10 @@ def rms_norm(x, weight=None, eps=1e-6):
 def silu(x):
     """x * sigmoid(x), elementwise (PyTorch's `F.silu`). One fused op (`ops.silu.Silu`)."""
     return Silu.apply(x)
+
+
+@door(x=any_tensor)
+def sigmoid(x):
+    """1 / (1 + e^(-x)), elementwise (PyTorch's `torch.sigmoid`), without overflow for any x. One
+    op (`ops.sigmoid.Sigmoid`)."""
+    return Sigmoid.apply(x)

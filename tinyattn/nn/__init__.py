@@ -14,10 +14,13 @@ chapter's layers; read the files in this order:
                each head's result computed when asked for), lora (low-rank adapters: LoRALinear,
                add_lora, merge_lora, save_lora, load_lora), lora_peft (the adapters in Hugging
                Face peft's format)
-    chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), open_decoder (Llama,
-               Mistral, Qwen and Gemma as one OpenDecoder with DecoderSettings, its cache and
+    chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), latent_attention
+               (DeepSeek's: LatentAttention and its LatentCache), routed_experts (Qwen3-MoE's
+               and DeepSeek-V3's routers: RoutedExperts), open_decoder (Llama, Mistral, Qwen,
+               Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
                generate), families (what each family fixes), open_checkpoints (from_pretrained
-               for every family, save_pretrained)
+               for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
+               tokens and a window)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -35,13 +38,17 @@ from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, fro
 from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hooks)
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
 from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAttention
+from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
+from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.open_checkpoints import from_pretrained
+from tinyattn.nn.sink_cache import SinkCache
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
            "CausalTransformer",
            "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
-           "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained"]
+           "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
+           "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
+           "DecoderCache", "from_pretrained", "SinkCache"]

@@ -6,7 +6,8 @@ index, read as chapter 3 reads them). config.json's `model_type` names the famil
 
     gpt2                             chapter 3's CausalTransformer.from_pretrained
     llama, mistral, qwen2, qwen3,    the OpenDecoder (nn/open_decoder.py), its DecoderSettings
-    gemma3_text                      read from config.json as transformers reads it
+    gemma3_text, qwen3_moe,          read from config.json as transformers reads it
+    deepseek_v3
 
 Two things make reading a config more than copying numbers:
 
@@ -17,7 +18,10 @@ Two things make reading a config more than copying numbers:
    head_dim 128). Switches mean what transformers makes them mean: Qwen2's and Qwen3's
    sliding_window counts only with use_sliding_window, and then on the layers from
    max_window_layers on (or as layer_types says); Mistral's applies to every layer; Gemma 3's to
-   the layers layer_types (or sliding_window_pattern) marks "sliding_attention".
+   the layers layer_types (or sliding_window_pattern) marks "sliding_attention"; Qwen3-MoE's
+   to every layer (its code has no max_window_layers). Qwen3-MoE's experts are on the layers
+   not in mlp_only_layers whose number plus one decoder_sparse_step divides; DeepSeek-V3's on
+   the layers from first_k_dense_replace on.
 2. Two layouts of the rotary settings: the hub's (`rope_theta`, `rope_scaling`,
    `rope_local_base_freq` for Gemma 3's local layers) and transformers 5's (`rope_parameters`,
    per layer type for Gemma 3: "full_attention", "sliding_attention"). Both are read;
@@ -25,13 +29,17 @@ Two things make reading a config more than copying numbers:
 
 What the decoder does not compute is refused by name, never approximated: another model_type,
 an activation other than SiLU or tanh-GELU, a rope_type other than default, linear or llama3
-(YaRN, dynamic, longrope), a partial rotary, attention softcapping, bidirectional attention,
-dropout, a quantized checkpoint.
+(YaRN, dynamic, longrope: DeepSeek-V3's own config asks for YaRN, and for FP8 weights), a
+partial rotary, attention softcapping, bidirectional attention, dropout, a quantized checkpoint,
+DeepSeek key/value heads other than its heads.
 
 The weights' names (LAYOUT) are transformers' LlamaForCausalLM's, shared by every family here,
 with one trap: Llama calls the norm before its feed-forward `post_attention_layernorm` (it comes
 after the attention); Gemma 3, which has a norm on the attention's output as well, gives that one
-the name and calls the feed-forward's `pre_feedforward_layernorm`.
+the name and calls the feed-forward's `pre_feedforward_layernorm`. Experts are stored one by one
+(mlp.experts.E.gate_proj, as on the hub and as transformers 5 writes them); DeepSeek's latent
+attention has names of its own (nn/latent_attention.py says which weight is which), and its
+q_a_layernorm is where QK-norm's q_norm would be (LATENT_LAYOUT).
 """
 import json
 import os
@@ -45,11 +53,13 @@ from tinyattn.functional.rotate_half_checks import SCALING_KEYS
 from tinyattn.nn import open_checkpoints_checks as checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
-                                  LAYER_TYPES, SIZES, THEIR_ACTIVATION, THETA)
+                                  LAYER_TYPES, ROUTERS, SIZES, THEIR_ACTIVATION, THETA)
+from tinyattn.nn.latent_attention import LatentSettings
 from tinyattn.nn.module import extends
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
 from tinyattn.nn.open_decoder_checks import settings_fit
 from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.routed_experts import ExpertSettings
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
 KEPT = ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings")
@@ -81,8 +91,23 @@ LAYOUT = [
     ("blocks.N.mlp_out_norm.weight",  "model.layers.N.post_feedforward_layernorm.weight"),
     ("norm.weight",                   "model.norm.weight"),
     ("head.weight",                   "lm_head.weight"),
+    # DeepSeek's latent attention (nn/latent_attention.py)
+    ("blocks.N.attn.q_down.weight",   "model.layers.N.self_attn.q_a_proj.weight"),
+    ("blocks.N.attn.q_down.bias",     "model.layers.N.self_attn.q_a_proj.bias"),
+    ("blocks.N.attn.q_up.weight",     "model.layers.N.self_attn.q_b_proj.weight"),
+    ("blocks.N.attn.kv_down.weight",  "model.layers.N.self_attn.kv_a_proj_with_mqa.weight"),
+    ("blocks.N.attn.kv_down.bias",    "model.layers.N.self_attn.kv_a_proj_with_mqa.bias"),
+    ("blocks.N.attn.kv_norm.weight",  "model.layers.N.self_attn.kv_a_layernorm.weight"),
+    ("blocks.N.attn.kv_up.weight",    "model.layers.N.self_attn.kv_b_proj.weight"),
+    # routed experts (nn/routed_experts.py), E: the expert
+    ("blocks.N.mlp.router.weight",    "model.layers.N.mlp.gate.weight"),
+    ("blocks.N.mlp.choice_bias",      "model.layers.N.mlp.gate.e_score_correction_bias"),
+    *[(f"blocks.N.mlp.{ours}.{part}.weight", f"model.layers.N.mlp.{theirs}.{part}_proj.weight")
+      for ours, theirs in (("experts.E", "experts.E"), ("shared", "shared_experts"))
+      for part in ("gate", "up", "down")],
 ]
 SANDWICH_LAYOUT = {"blocks.N.mlp_norm.weight": "model.layers.N.pre_feedforward_layernorm.weight"}
+LATENT_LAYOUT = {"blocks.N.attn.q_norm.weight": "model.layers.N.self_attn.q_a_layernorm.weight"}
 BUFFERS = ("rotary_emb.inv_freq",)         # old checkpoints store the rotary's frequencies
 
 
@@ -92,12 +117,20 @@ def checkpoint_names(model):
     table = dict(LAYOUT)
     if model.settings.sandwich_norms:
         table.update(SANDWICH_LAYOUT)
+    if model.settings.latent is not None:
+        table.update(LATENT_LAYOUT)
     names = {}
     for ours in model.state_dict():
-        number = re.match(r"blocks\.(\d+)\.", ours)
-        pattern = ours if number is None else ours.replace(number.group(0), "blocks.N.", 1)
+        block = re.match(r"blocks\.(\d+)\.", ours)
+        expert = re.search(r"\.experts\.(\d+)\.", ours)
+        pattern = re.sub(r"\.experts\.\d+\.", ".experts.E.", re.sub(r"^blocks\.\d+\.", "blocks.N.",
+                                                                 ours))
         theirs = table[pattern]
-        names[ours] = theirs if number is None else theirs.replace(".N.", f".{number.group(1)}.")
+        if block is not None:
+            theirs = theirs.replace(".N.", f".{block.group(1)}.")
+        if expert is not None:
+            theirs = theirs.replace(".E.", f".{expert.group(1)}.")
+        names[ours] = theirs
     return names
 
 
@@ -137,6 +170,7 @@ def settings_from_config(config, folder):
                          f"compute: {'; '.join(refused)}")
     heads = given["num_attention_heads"]
     bias = bool(given.get("attention_bias", False))
+    latent = latent_of(given) if family == "deepseek_v3" else None
     read = dict(vocab_size=given["vocab_size"], hidden_size=given["hidden_size"],
                 intermediate_size=given["intermediate_size"],
                 num_layers=given["num_hidden_layers"], num_heads=heads,
@@ -149,6 +183,11 @@ def settings_from_config(config, folder):
                 local_rope_theta=local_rope_theta, sliding_window=window, layer_types=kinds,
                 final_logit_softcapping=given.get("final_logit_softcapping"),
                 tied_head=bool(given["tie_word_embeddings"]), model_type=family)
+    if family in ROUTERS:
+        read.update(experts=experts_of(given, family))
+    if latent is not None:
+        read.update(latent=latent, num_kv_heads=heads,
+                    head_dim=latent.qk_nope_head_dim + latent.qk_rope_head_dim)
     settings = DecoderSettings(**{**read, **FIXED[family]})
     try:                          # the decoder's own door is not checked inside from_pretrained's
         settings_fit(None, settings)
@@ -156,6 +195,35 @@ def settings_from_config(config, folder):
         raise ValueError(f"the folder {folder!r}: config.json gives settings the decoder cannot "
                          f"run: {error}") from None
     return settings
+
+
+def latent_of(config):
+    """DeepSeek's latent attention: the LatentSettings of its config."""
+    return LatentSettings(**{field: config[field] for field in (
+        "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank")},
+        rope_interleave=bool(config["rope_interleave"]))
+
+
+def experts_of(config, family):
+    """The ExpertSettings of a Qwen3-MoE or DeepSeek-V3 config (what its router fixes is in
+    ROUTERS), or None for a Qwen3-MoE without experts."""
+    layers = range(config["num_hidden_layers"])
+    read = dict(top_k=config["num_experts_per_tok"], hidden_dim=config["moe_intermediate_size"],
+                norm_topk_prob=bool(config["norm_topk_prob"]))
+    if family == "qwen3_moe":
+        count = config.get("num_local_experts", config["num_experts"])
+        if not count:
+            return None
+        step, dense_only = config["decoder_sparse_step"], config["mlp_only_layers"] or []
+        dense = tuple(i for i in layers if i in dense_only or (i + 1) % step)
+    else:
+        count = config.get("num_local_experts", config["n_routed_experts"])   # either name
+        shared = config["n_shared_experts"]
+        dense = tuple(i for i in layers if i < config["first_k_dense_replace"])
+        read.update(num_groups=config["n_group"] or 1, top_groups=config["topk_group"] or 1,
+                    routed_scaling_factor=config["routed_scaling_factor"],
+                    shared_hidden_dim=config["moe_intermediate_size"] * shared or None)
+    return ExpertSettings(num_experts=count, dense_layers=dense, **read, **ROUTERS[family])
 
 
 def rotary_of(config, family, refused):
@@ -207,9 +275,11 @@ def sliding_of(config, family, refused):
     this file. None for the kinds when every layer is full."""
     layers = config["num_hidden_layers"]
     window = config.get("sliding_window")
-    if family == "llama":
+    if family in ("llama", "deepseek_v3"):
         return None, None
-    if family == "mistral":
+    if family == "qwen3_moe":
+        window = window if config.get("use_sliding_window") else None
+    if family in ("mistral", "qwen3_moe"):
         return window, None if window is None else ("sliding",) * layers
     if family in ("qwen2", "qwen3"):
         window = window if config.get("use_sliding_window") else None
@@ -235,7 +305,11 @@ def state_from_checkpoint(model, folder):
     weight there, of its parameter's shape, in floating point, and no other (a tied head may be
     stored too, equal to the embedding)."""
     stored, source = read_stored_weights(folder)
-    stored = {name: array for name, array in stored.items() if not name.endswith(BUFFERS)}
+    # DeepSeek-V3 stores its multi-token prediction module as one layer more, which transformers
+    # does not load either (_keys_to_ignore_on_load_unexpected)
+    beyond = f"model.layers.{model.settings.num_layers}."
+    stored = {name: array for name, array in stored.items() if not name.endswith(BUFFERS)
+              and not (model.settings.model_type == "deepseek_v3" and name.startswith(beyond))}
     names = checkpoint_names(model)
     parameters = dict(model.named_parameters())
     if model.settings.tied_head and "lm_head.weight" in stored:
@@ -266,11 +340,11 @@ def from_pretrained(folder, dtype=np.float32):
     """The model of a folder in Hugging Face's layout (config.json and model.safetensors, or the
     shards a model.safetensors.index.json lists), or of a name `python -m tinyattn download`
     fetched, in eval mode, its parameters of `dtype`: chapter 3's CausalTransformer for a GPT-2
-    folder, the OpenDecoder for llama, mistral, qwen2, qwen3 and gemma3_text (see the top of this
-    file). Its logits are transformers' AutoModelForCausalLM's on the same ids. A folder that is
-    not such a folder (a file missing, a config asking for what the model does not compute,
-    weights that disagree with the config) is a FileNotFoundError or ValueError naming the
-    folder and what is wrong."""
+    folder, the OpenDecoder for llama, mistral, qwen2, qwen3, gemma3_text, qwen3_moe and
+    deepseek_v3 (see the top of this file). Its logits are transformers' AutoModelForCausalLM's
+    on the same ids. A folder that is not such a folder (a file missing, a config asking for
+    what the model does not compute, weights that disagree with the config) is a
+    FileNotFoundError or ValueError naming the folder and what is wrong."""
     try:
         folder = model_folders.model_folder(folder)
         config = read_config(folder)
@@ -307,7 +381,7 @@ def family_config(model):
               "dtype": str(model.dtype)}
     config["hidden_activation" if s.model_type == "gemma3_text" else "hidden_act"] = \
         THEIR_ACTIVATION[s.activation]
-    if s.model_type in ("llama", "qwen3", "gemma3_text"):
+    if s.model_type in ("llama", "qwen3", "gemma3_text", "qwen3_moe", "deepseek_v3"):
         config["attention_bias"] = s.qkv_bias
     if s.model_type == "llama":
         config["mlp_bias"] = s.mlp_bias
@@ -325,9 +399,31 @@ def family_config(model):
                       rope_local_base_freq=s.local_rope_theta or s.rope_theta,
                       final_logit_softcapping=s.final_logit_softcapping,
                       attn_logit_softcapping=None, use_bidirectional_attention=False)
+    if s.model_type in ROUTERS:
+        config.update(experts_config(s))
     read_from = model.config or {}
     config.update({key: read_from[key] for key in KEPT if key in read_from})
     return config
+
+
+def experts_config(settings):
+    """The keys of a Qwen3-MoE or DeepSeek-V3 config.json that its experts (and DeepSeek's
+    latent attention) set; family_holds_it has checked that the family's files hold them."""
+    experts = settings.experts
+    config = dict(num_experts_per_tok=experts.top_k, moe_intermediate_size=experts.hidden_dim,
+                  norm_topk_prob=experts.norm_topk_prob)
+    if settings.model_type == "qwen3_moe":
+        return dict(config, num_experts=experts.num_experts, decoder_sparse_step=1,
+                    mlp_only_layers=list(experts.dense_layers),
+                    use_sliding_window="sliding" in settings.kinds(),
+                    sliding_window=settings.sliding_window)
+    latent = settings.latent
+    return dict(config, **vars(latent), n_routed_experts=experts.num_experts,
+                n_shared_experts=(experts.shared_hidden_dim or 0) // experts.hidden_dim,
+                n_group=experts.num_groups, topk_group=experts.top_groups,
+                routed_scaling_factor=experts.routed_scaling_factor,
+                first_k_dense_replace=len(experts.dense_layers), head_dim=latent.qk_rope_head_dim,
+                num_key_value_heads=settings.num_heads)
 
 
 def write_checkpoint(folder, model):

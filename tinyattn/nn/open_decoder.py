@@ -21,11 +21,15 @@ it comes from):
                        query_pre_attn_scalar^(-1/2), a norm after attention and after the
                        feed-forward too ("sandwich"), logits softly capped: c tanh(logits / c)
     the head           tied to the embedding, or a matrix of its own
+    latent attention   keys and values rebuilt from one small cached vector per token
+                       (DeepSeek-V3: nn/latent_attention.py)
+    experts            routed experts in place of the feed-forward, on all layers or some
+                       (Qwen3-MoE, DeepSeek-V3: nn/routed_experts.py)
 
 Read in this order: DecoderSettings, DecoderBlock, OpenDecoder (forward, then generate), and the
-cache: LayerCache (one layer's keys and values; a sliding layer keeps its window only) and
-DecoderCache (every layer's, and `nbytes`). nn/open_checkpoints.py reads and writes each
-family's own files (`nn.from_pretrained`).
+cache: LayerCache (one layer's keys and values; a sliding layer keeps its window only; a latent
+layer's LatentCache keeps its latents) and DecoderCache (every layer's, and `nbytes`).
+nn/open_checkpoints.py reads and writes each family's own files (`nn.from_pretrained`).
 """
 import dataclasses
 import math
@@ -37,9 +41,11 @@ from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad
 from tinyattn.nn import open_decoder_checks as checks
 from tinyattn.nn.generation import KVCache, next_tokens, samplable
+from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.module import Module, extends
 from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
+from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.ops import concatenate
 
 
@@ -64,8 +70,13 @@ class DecoderSettings:
                the attention and after the feed-forward too; final_logit_softcapping: c for
                logits = c tanh(logits / c), None for none
     head       tied_head: the head is the token embedding
+    latent     a LatentSettings: DeepSeek's latent attention in every layer instead of
+               grouped-query attention (head_dim is then its queries' and keys',
+               qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads); None: none
+    experts    an ExpertSettings: routed experts in place of the feed-forward, except on its
+               dense_layers (Qwen3-MoE, DeepSeek-V3); None: a feed-forward on every layer
     model_type the family whose files save_pretrained writes: "llama", "mistral", "qwen2",
-               "qwen3" or "gemma3_text"
+               "qwen3", "gemma3_text", "qwen3_moe" or "deepseek_v3"
     """
 
     vocab_size: int
@@ -92,11 +103,18 @@ class DecoderSettings:
     sandwich_norms: bool = False
     final_logit_softcapping: float = None
     tied_head: bool = False
+    latent: LatentSettings = None
+    experts: ExpertSettings = None
     model_type: str = "llama"
 
     def kinds(self):
         """Each layer's kind, "full" or "sliding"."""
         return tuple(self.layer_types) if self.layer_types else ("full",) * self.num_layers
+
+    def feed_forwards(self):
+        """Each layer's feed-forward, "dense" or "experts"."""
+        dense = range(self.num_layers) if self.experts is None else self.experts.dense_layers
+        return tuple("dense" if i in dense else "experts" for i in range(self.num_layers))
 
 
 class DecoderBlock(Module):
@@ -107,13 +125,15 @@ class DecoderBlock(Module):
 
     chapter 1's block with RMSNorms, grouped-query attention and a gated feed-forward. A sliding
     layer attends to the settings' sliding_window newest keys, with its rotary base
-    (local_rope_theta, unscaled) where the settings give one. The activations it names are
+    (local_rope_theta, unscaled) where the settings give one. With the settings' `latent`, the
+    attention is latent attention (nn/latent_attention.py); with `routed`, the feed-forward is
+    the settings' routed experts (nn/routed_experts.py). The activations it names are
     chapter 1's: "resid_pre", "resid_mid", "mlp_out", "resid_post" (B, T, E).
     """
 
     activations = ("resid_pre", "resid_mid", "mlp_out", "resid_post")
 
-    def __init__(self, settings, sliding=False, dtype=None):
+    def __init__(self, settings, sliding=False, dtype=None, routed=False):
         s = settings
         rope_base, rope_scaling = s.rope_theta, s.rope_scaling
         if sliding and s.local_rope_theta is not None:          # Gemma 3's local layers
@@ -124,15 +144,25 @@ class DecoderBlock(Module):
             return RMSNorm(s.hidden_size, s.norm_eps, s.norm_unit_offset, dtype)
 
         self.attn_norm = norm()
-        self.attn = GroupedQueryAttention(
-            s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, qkv_bias=s.qkv_bias,
-            out_bias=s.out_bias, qk_norm=s.qk_norm, norm_eps=s.norm_eps,
-            norm_unit_offset=s.norm_unit_offset, rope_base=rope_base, rope_scaling=rope_scaling,
-            window=s.sliding_window if sliding else None, scale=scale, dtype=dtype)
+        if s.latent is not None:
+            self.attn = LatentAttention(s.hidden_size, s.num_heads, **vars(s.latent),
+                                        bias=s.out_bias, rope_base=rope_base,
+                                        rope_scaling=rope_scaling, dtype=dtype)
+        else:
+            self.attn = GroupedQueryAttention(
+                s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, qkv_bias=s.qkv_bias,
+                out_bias=s.out_bias, qk_norm=s.qk_norm, norm_eps=s.norm_eps,
+                norm_unit_offset=s.norm_unit_offset, rope_base=rope_base,
+                rope_scaling=rope_scaling, window=s.sliding_window if sliding else None,
+                scale=scale, dtype=dtype)
         self.attn_out_norm = norm() if s.sandwich_norms else None
         self.mlp_norm = norm()
-        self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
-                                    bias=s.mlp_bias, dtype=dtype)
+        if routed:
+            self.mlp = RoutedExperts(s.hidden_size, **s.experts.layer_arguments(),
+                                     activation=s.activation, dtype=dtype)
+        else:
+            self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
+                                        bias=s.mlp_bias, dtype=dtype)
         self.mlp_out_norm = norm() if s.sandwich_norms else None
 
     def forward(self, x, start=0, cache=None):
@@ -151,8 +181,8 @@ class DecoderBlock(Module):
 
 
 class OpenDecoder(Module):
-    """A language model of the families Llama, Mistral, Qwen2, Qwen3 and Gemma 3: token ids
-    (B, T) -> next-token logits (B, T, vocab_size).
+    """A language model of the families Llama, Mistral, Qwen2, Qwen3, Gemma 3, Qwen3-MoE and
+    DeepSeek-V3: token ids (B, T) -> next-token logits (B, T, vocab_size).
 
         embed (x sqrt(E): Gemma) -> num_layers DecoderBlocks -> norm -> head
                                                          (-> c tanh(logits / c): Gemma)
@@ -175,8 +205,8 @@ class OpenDecoder(Module):
     def __init__(self, settings, dtype=None):
         self.settings = settings
         self.embed = Embedding(settings.vocab_size, settings.hidden_size, dtype=dtype)
-        self.blocks = [DecoderBlock(settings, kind == "sliding", dtype)
-                       for kind in settings.kinds()]
+        self.blocks = [DecoderBlock(settings, kind == "sliding", dtype, feed == "experts")
+                       for kind, feed in zip(settings.kinds(), settings.feed_forwards())]
         self.norm = RMSNorm(settings.hidden_size, settings.norm_eps, settings.norm_unit_offset,
                             dtype)
         self.head = Linear(settings.hidden_size, settings.vocab_size, bias=False, dtype=dtype)
@@ -275,6 +305,10 @@ class LayerCache:
         return keys, values
 
     @property
+    def batch_size(self):
+        return None if self.keys is None else self.keys.shape[0]
+
+    @property
     def nbytes(self):
         return 0 if self.keys is None else self.keys.data.nbytes + self.values.data.nbytes
 
@@ -286,7 +320,8 @@ class DecoderCache:
 
     def __init__(self, model):
         self.model = model
-        self.layers = [LayerCache(block.attn.window) for block in model.blocks]
+        self.layers = [LatentCache() if isinstance(block.attn, LatentAttention)
+                       else LayerCache(block.attn.window) for block in model.blocks]
         self.length = 0
 
     def __len__(self):
@@ -294,13 +329,13 @@ class DecoderCache:
 
     @property
     def batch_size(self):
-        keys = self.layers[0].keys
-        return None if keys is None else keys.shape[0]
+        return self.layers[0].batch_size
 
     @property
     def nbytes(self):
         """The bytes of the keys and values it holds: 2 * B * K * T * D * itemsize summed over
-        the layers, T the tokens a layer keeps (all of them, or its window)."""
+        the layers, T the tokens a layer keeps (all of them, or its window); a latent layer's
+        B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
         return sum(layer.nbytes for layer in self.layers)
 
 

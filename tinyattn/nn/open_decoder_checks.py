@@ -1,10 +1,14 @@
 """Chapter 5. What makes an argument of the decoder (nn/open_decoder.py) bad: its settings, the
 ids and cache of a forward pass, a prompt."""
+import dataclasses
 import numbers
 
 from tinyattn.nn.causal_transformer_checks import token_ids
+from tinyattn.nn.latent_attention_checks import rotary_fits
 from tinyattn.nn.open_layers import ACTIVATIONS
 from tinyattn.nn.open_layers_checks import heads_fit_groups
+from tinyattn.nn.routed_experts import SCORES
+from tinyattn.nn.routed_experts_checks import groups_fit
 
 SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
          "num_kv_heads", "head_dim")
@@ -13,15 +17,19 @@ KINDS = ("full", "sliding")
 
 def settings_fit(self, settings, dtype=None):
     """OpenDecoder: settings is a DecoderSettings of positive integer sizes; its heads, rotary
-    and activation fit; layer_types has one kind per layer, and sliding layers a window."""
+    and activation fit; layer_types has one kind per layer, and sliding layers a window; its
+    latent attention and its experts, if any, are of sizes that fit."""
     if type(settings).__name__ != "DecoderSettings":
         raise TypeError(f"settings must be a DecoderSettings, got {type(settings).__name__}")
     for name in SIZES:
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"settings.{name} must be an integer of at least 1, got {value!r}")
-    heads_fit_groups(settings.hidden_size, settings.num_heads, settings.num_kv_heads,
-                     settings.head_dim, settings.rope_theta, settings.rope_scaling)
+        positive_integer(f"settings.{name}", getattr(settings, name))
+    if settings.latent is None:
+        heads_fit_groups(settings.hidden_size, settings.num_heads, settings.num_kv_heads,
+                         settings.head_dim, settings.rope_theta, settings.rope_scaling)
+    else:
+        latent_fits(settings)
+    if settings.experts is not None:
+        experts_fit(settings)
     if settings.activation not in ACTIVATIONS:
         raise ValueError(f"settings.activation must be one of {', '.join(map(repr, ACTIVATIONS))},"
                          f" got {settings.activation!r}")
@@ -40,6 +48,52 @@ def settings_fit(self, settings, dtype=None):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                                   or value < 0 or value == 0 and name != "norm_eps"):
             raise ValueError(f"settings.{name} must be a positive number, got {value!r}")
+
+
+def positive_integer(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+
+
+def latent_fits(settings):
+    """settings.latent: a LatentSettings of positive sizes (q_lora_rank may be None), an even
+    qk_rope_head_dim; head_dim the keys', qk_nope_head_dim + qk_rope_head_dim, and as many
+    key/value heads as heads (each head rebuilds its own)."""
+    latent = settings.latent
+    if type(latent).__name__ != "LatentSettings":
+        raise TypeError(f"settings.latent must be a LatentSettings or None, got "
+                        f"{type(latent).__name__}")
+    for field in dataclasses.fields(latent)[:5]:
+        value = getattr(latent, field.name)
+        if value is not None or field.name != "q_lora_rank":
+            positive_integer(f"settings.latent.{field.name}", value)
+    rotary_fits(latent.qk_rope_head_dim, settings.rope_theta, settings.rope_scaling)
+    if settings.head_dim != latent.qk_nope_head_dim + latent.qk_rope_head_dim or \
+            settings.num_kv_heads != settings.num_heads:
+        raise ValueError(f"with latent attention, head_dim must be qk_nope_head_dim + "
+                         f"qk_rope_head_dim ({latent.qk_nope_head_dim + latent.qk_rope_head_dim})"
+                         f" and num_kv_heads num_heads ({settings.num_heads}); got "
+                         f"{settings.head_dim} and {settings.num_kv_heads}")
+
+
+def experts_fit(settings):
+    """settings.experts: an ExpertSettings of positive sizes whose groups fit, a known scoring,
+    dense_layers among the layers."""
+    experts = settings.experts
+    if type(experts).__name__ != "ExpertSettings":
+        raise TypeError(f"settings.experts must be an ExpertSettings or None, got "
+                        f"{type(experts).__name__}")
+    for name in ("num_experts", "top_k", "hidden_dim", "num_groups", "top_groups"):
+        positive_integer(f"settings.experts.{name}", getattr(experts, name))
+    if experts.shared_hidden_dim is not None:
+        positive_integer("settings.experts.shared_hidden_dim", experts.shared_hidden_dim)
+    if experts.scoring not in SCORES:
+        raise ValueError(f"settings.experts.scoring must be one of "
+                         f"{', '.join(map(repr, SCORES))}, got {experts.scoring!r}")
+    groups_fit(experts.num_experts, experts.top_k, experts.num_groups, experts.top_groups)
+    if any(layer not in range(settings.num_layers) for layer in experts.dense_layers):
+        raise ValueError(f"settings.experts.dense_layers must be layers 0 ... "
+                         f"{settings.num_layers - 1}, got {experts.dense_layers!r}")
 
 
 def ids_and_cache_fit(self, ids, cache=None, **_):

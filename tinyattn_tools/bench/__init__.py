@@ -10,9 +10,10 @@ Hugging Face transformers, when it is installed; part 7 the training step of par
 without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen tokenizer
 (tokenizer.json) and chapter 3's GPT-2 tokenizer, and with `tokenizers` and tiktoken when they are
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
-the machine's memory bandwidth sets. What is reported is the median over rounds of the per-round
-ratio, never a lone absolute time. BLAS runs on one thread, so that the ratios compare the work
-done, not how it was spread over cores.
+the machine's memory bandwidth sets; part 10 the key/value cache's bytes per token and a step of
+generation for multi-head, grouped-query, multi-query and latent attention. What is reported is
+the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on one
+thread, so that the ratios compare the work done, not how it was spread over cores.
 
     overhead.py        1. a chain of 2,000 tiny ops: the engine's cost per op
     multi_head.py      2. multi-head self-attention, forward and backward
@@ -27,6 +28,9 @@ done, not how it was spread over cores.
                           chapter 3's GPT-2 tokenizer (and tokenizers, tiktoken)
     open_generation.py 9. writing text with Qwen3-0.6B's shape (chapter 5), against
                           transformers' generate and the memory-bandwidth bound
+    cache_table.py    10. the key/value cache per token (cache.nbytes and its formula) and the
+                          time of a step on a long cache: multi-head, grouped-query, multi-query
+                          and latent attention; DeepSeek-V2's own table
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -36,6 +40,7 @@ import sys
 
 import numpy as np
 
+from tinyattn_tools.bench.cache_table import bench_cache_table
 from tinyattn_tools.bench.multi_head import bench_attention
 from tinyattn_tools.bench.generation import bench_generation
 from tinyattn_tools.bench.gpt2_generation import bench_gpt2_generation
@@ -49,7 +54,7 @@ from tinyattn_tools.bench.training import bench_training_step
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
          5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
-         7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation}
+         7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation, 10: bench_cache_table}
 
 
 def run_with_one_blas_thread(argv):
