@@ -205,7 +205,8 @@ GROUPED_QUERY = Exercise(
     read_first="the top of tinyattn/functional/grouped_query.py (why, how the group's queries "
                "are stacked, and why the shared head's gradient is the sum over its group), "
                "attention_weights in tinyattn/functional/scaled_dot_product.py, and "
-               "grouped_query_attention below them, which calls both",
+               "grouped_query_attention (given in this file), which calls both",
+    given=("grouped_query_attention",),
     checks=(
         gradient_rows("F.grouped_query_attention, causal",
                       "F.grouped_query_attention, multi-query, mask, scale 0.3"),
