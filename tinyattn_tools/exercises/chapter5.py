@@ -17,7 +17,7 @@ from tinyattn_tools.exercises.checks import (float32, forward_rows, gradient_row
 from tinyattn_tools.exercises.exercise import Exercise, WrongVersion as Wrong
 
 
-def outputs_and_gradients(out, upstream_seed=1, **inputs):
+def named_gradients(out, upstream_seed=1, **inputs):
     """{"output": out, "dL/d<name>": the gradient of each input} after one backward of a random
     upstream gradient."""
     out.backward(np.random.default_rng(upstream_seed).standard_normal(out.shape))
@@ -33,7 +33,7 @@ def rows_of_small_numbers():
     random_numbers = np.random.default_rng(3)
     x = ta.tensor(1e-3 * random_numbers.standard_normal((3, 6)), requires_grad=True)
     weight = ta.tensor(random_numbers.uniform(0.5, 1.5, 6), requires_grad=True)
-    return outputs_and_gradients(F.rms_norm(x, weight, eps=1e-6), x=x, weight=weight)
+    return named_gradients(F.rms_norm(x, weight, eps=1e-6), x=x, weight=weight)
 
 
 RMS_NORM = Exercise(
@@ -189,7 +189,7 @@ def masks_and_groups():
     found = {}
     for name, (shapes, options) in cases.items():
         query, key, value = leaves(*shapes, seed=5)
-        numbers = outputs_and_gradients(F.grouped_query_attention(query, key, value, **options),
+        numbers = named_gradients(F.grouped_query_attention(query, key, value, **options),
                                         query=query, key=key, value=value)
         found.update({f"{name}: {what}": array for what, array in numbers.items()})
     return found
