@@ -1,7 +1,9 @@
-"""Chapter 4 of the exercises: LoRA's adapter, forward and backward. Read chapter1.py first: the
-entries are written the same way.
+"""Chapter 4 of the exercises, in the README's reading order: direct logit attribution, then LoRA's
+adapter. Read chapter1.py first: the entries are written the same way.
 
-What the learner writes, in tinyattn/nn/lora.py: the forward and the backward of LowRankUpdate,
+What the learner writes, in tinyattn/circuits.py: direct_logit_attribution, what each piece of the
+residual stream adds to a logit through the final LayerNorm (its scale held) and the head. In
+tinyattn/nn/lora.py: the forward and the backward of LowRankUpdate,
 the op that computes a LoRALinear's update (alpha / r) x A^T B^T (tinyattn's LoRALinear runs it,
 so its backward is the learner's, not the engine's chain of matmuls), and LoRALinear.__init__,
 where the adapter is made: the Linear frozen, A random, B zero, the scale alpha / r.
@@ -10,10 +12,147 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.nn as nn
+from tinyattn import circuits
 from tinyattn.nn.lora import LowRankUpdate
 from tinyattn_tools.checklist.lora import SCALE
 from tinyattn_tools.exercises.checks import float32, forward_rows, gradient_rows, same
 from tinyattn_tools.exercises.exercise import Exercise, WrongVersion as Wrong
+
+# ------------------------------------------------------------------------------------------------
+# Direct logit attribution
+
+def attributed_model(tied_head, dtype=np.float64):
+    """A 2-layer CausalTransformer (vocabulary 13, width 16, 4 heads) in eval mode, its final
+    LayerNorm's weight and bias drawn at random (at their start, 1 and 0, leaving either out
+    would change nothing), and an untied head's bias too; and its cache on two sequences of 7."""
+    ta.manual_seed(3)
+    model = nn.CausalTransformer(13, 16, 4, num_layers=2, max_len=8, dtype=dtype,
+                                 tied_head=tied_head).eval()
+    random = np.random.default_rng(7)
+    model.ln.weight.data[...] = random.uniform(0.5, 1.5, 16)
+    model.ln.bias.data[...] = random.standard_normal(16)
+    if model.head.bias is not None:
+        model.head.bias.data[...] = random.standard_normal(13)
+    ids = random.integers(0, 13, (2, 7))
+    logits, cache = model.run_with_cache(ids, names=circuits.attribution_names(model))
+    return model, cache, logits
+
+
+ATTRIBUTED = [      # (which model, position, the tokens (B,) whose logits are attributed)
+    ("a head with a bias", -1, [3, 8]), ("a head with a bias", 0, [12, 0]),
+    ("a head with a bias", 4, [5, 5]), ("a tied head without bias", -1, [1, 9]),
+    ("a tied head without bias", 2, [7, 4]),
+]
+
+
+def attributions(dtype=np.float64):
+    """[(case, its attributions, the logits attributed)] for every case of ATTRIBUTED."""
+    models = {"a head with a bias": attributed_model(False, dtype),
+              "a tied head without bias": attributed_model(True, dtype)}
+    found = []
+    for which, position, tokens in ATTRIBUTED:
+        model, cache, logits = models[which]
+        found.append((f"{which}, position {position}, tokens {tokens}",
+                      circuits.direct_logit_attribution(model, cache, np.array(tokens), position),
+                      logits.data[[0, 1], position, tokens]))
+    return found
+
+
+def the_sums():
+    """The entries' sum, for each case: tinyattn's is the logit (within 1e-15)."""
+    return {f"{case}: the sum of the entries": sum(entries.values())
+            for case, entries, _ in attributions()}
+
+
+def each_entry():
+    return {f"{case}: {name}": value for case, entries, _ in attributions()
+            for name, value in entries.items()}
+
+
+def the_keys():
+    return {f"{case}: the keys": list(entries) for case, entries, _ in attributions()}
+
+
+def in_float32():
+    """A float32 model's entries: their shapes and dtypes, and their numbers (within float32's
+    rounding of tinyattn's in float32)."""
+    found = {}
+    for case, entries, _ in attributions(np.float32):
+        found[f"{case}: shapes and dtypes"] = [f"{name} {value.shape} {value.dtype}"
+                                               for name, value in entries.items()]
+        found.update({f"{case}: {name}": value for name, value in entries.items()})
+    return found
+
+
+AXIS_MINUS_ONE = (     # the lines, as they read in circuits.py, whose axis=-1 may be axis=1
+    "centred = stream - stream.mean(axis=-1, keepdims=True)                       # (B, E)",
+    "inv_sigma = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True)",
+    "attributions[name] = (centred_piece * inv_sigma * read).sum(axis=-1)      # (B,)",
+    "centred_piece = piece - piece.mean(axis=-1, keepdims=True)                # (B, E)",
+    'attributions["ln.bias"] = (model.ln.bias.data * directions).sum(axis=-1)      # (B,)',
+)
+ON_B_BY_E = "every array there is (B, E), one position's, so its axis 1 is its last axis, -1"
+
+DIRECT_LOGIT_ATTRIBUTION = Exercise(
+    "direct_logit_attribution", 4, "direct logit attribution: what each piece of the residual "
+    "stream adds to a logit", "tinyattn.circuits", ("direct_logit_attribution",),
+    read_first="the top of tinyattn/circuits.py (the residual stream as a sum, and why the final "
+               "LayerNorm's scale must be held fixed for the sum to split), residual_components "
+               "above the function, and LayerNorm in tinyattn/ops/layer_norm.py",
+    checks=(
+        same("the entries add up to the logit, at 5 positions and tokens of two models (random "
+             "LayerNorm weight and bias; a head with a bias, a tied one without)", the_sums),
+        same("each entry vs tinyattn's: every head's result, the attention biases, the "
+             "feed-forwards, the embeddings, ln.bias and head.bias", each_entry),
+        same("the keys, in order: residual_components' pieces, then \"ln.bias\", then "
+             "\"head.bias\" when the head has a bias", the_keys, 0),
+        same("in float32: shapes (B,), float32 entries (no upcast), close to tinyattn's",
+             in_float32, 1e-5),
+    ),
+    equivalent_mutants=tuple((f"direct_logit_attribution: {line} :: -1 -> 1", ON_B_BY_E)
+                             for line in AXIS_MINUS_ONE),
+    hints=(
+        "Re-read the top of circuits.py: logit_t = sum over pieces c of ((c - mean(c)) / sigma "
+        "* w) . u_t + b . u_t + head.bias_t, with sigma the final LayerNorm's scale of the whole "
+        "stream, read from the cache.",
+        "sigma is the stream's: take the last block's resid_post at `position` (B, E), centre it, "
+        "and sigma = sqrt(mean(centred^2) + eps), one number per sequence (keepdims). u_t is the "
+        "head's row for token t: weight_of(model.head) works for a tied head too.",
+        "Each piece of residual_components (B, T, E), at `position`: centred by its own mean, "
+        "divided by the stream's sigma (not its own), times the LayerNorm's weight, dotted with "
+        "u_t: one number per sequence. Then the two constant terms, b . u_t as \"ln.bias\" and "
+        "head.bias[t] as \"head.bias\" if the head has a bias.",
+    ),
+    wrong_versions=(
+        Wrong("the LayerNorm scale recomputed per piece",
+              (("(centred_piece * inv_sigma * read)",
+                "(centred_piece / np.sqrt((centred_piece * centred_piece).mean(axis=-1, "
+                "keepdims=True) + model.ln.eps) * read)"),)),
+        Wrong("the head's bias counted in each piece",
+              (("attributions[name] = (centred_piece * inv_sigma * read).sum(axis=-1)",
+                "attributions[name] = (centred_piece * inv_sigma * read).sum(axis=-1) + (\n"
+                "            0.0 if model.head.bias is None else model.head.bias.data[tokens])"),
+               ("""    if model.head.bias is not None:
+        attributions["head.bias"] = model.head.bias.data[tokens]                  # (B,)
+""", ""))),
+        Wrong("the pieces not centred",
+              (("centred_piece = piece - piece.mean(axis=-1, keepdims=True)",
+                "centred_piece = piece"),)),
+        Wrong("the LayerNorm's weight left out",
+              (("read = model.ln.weight.data * directions", "read = directions"),)),
+        Wrong("the LayerNorm's bias term left out",
+              (('    attributions["ln.bias"] = (model.ln.bias.data * directions).sum(axis=-1)'
+                '      # (B,)\n', ""),)),
+        Wrong("sigma without the LayerNorm's eps",
+              (("+ model.ln.eps)", ")"),)),
+        Wrong("sigma taken at the last position, whatever the position",
+              (('resid_post"][:, position]', 'resid_post"][:, -1]'),)),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# LoRA
 
 UPDATE_ROWS = ("lora update", "lora update, one row", "lora update, rank 1, 4-d x")
 LAYER_ROWS = ("LoRALinear (rank 2, alpha 5)", "LoRALinear, no bias",
@@ -154,4 +293,4 @@ LORA = Exercise(
 )
 
 
-EXERCISES = (LORA,)
+EXERCISES = (DIRECT_LOGIT_ATTRIBUTION, LORA)

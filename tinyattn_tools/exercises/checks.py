@@ -101,11 +101,15 @@ def row_gradients(name, inputs=None, composed=False):
     """{"inputs": the arrays of the row's tensors that require grad, "numbers": their gradients}
     for a random upstream gradient (seeded as gradcheck seeds it); `inputs` puts those numbers in
     place first (if their shapes are the row's; else "inputs" is None). A fused op's row: its
-    output and gradients, or with `composed` those of the primitive ops it replaces."""
+    output and gradients (zeros for an input that got none), or with `composed` those of the
+    primitive ops it replaces."""
     kind, case = row(name)
     if kind == "fused":
-        numbers = fused_and_composed(case)[1 if composed else 0]
-        return {"inputs": [], "numbers": np.concatenate([np.ravel(a) for a in numbers])}
+        output, *gradients = fused_and_composed(case)[1 if composed else 0]
+        gradients = [np.zeros(shape) if g is None else g for g, shape in zip(gradients,
+                                                                              case.shapes)]
+        return {"inputs": [], "numbers": np.concatenate([np.ravel(a) for a in
+                                                         [output, *gradients]])}
     fn, arguments = op_check(case) if kind == "op" else case.build()
     leaves = [x for x in arguments if isinstance(x, ta.Tensor) and x.requires_grad]
     if inputs is not None:

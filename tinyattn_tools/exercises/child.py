@@ -136,6 +136,11 @@ def run_check(check, job):
                         watching.CALLS.items()}
     if job.refusals:
         return {"failed": job.refusals[0], "calls": message["calls"]}
+    try:
+        messages.line(message)
+    except TypeError as error:          # an array of objects (a None among numbers), say
+        return {"failed": f"what the check computed from your code cannot be compared: {error}",
+                "calls": message["calls"]}
     if "raw" in message and has_nan(message["raw"]):
         message["nan"] = first_nan(check, job)
     return message
