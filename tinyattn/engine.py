@@ -31,6 +31,7 @@ chain of three. Two rules are applied in the sweep, once, so that no op has to r
 import contextlib
 import heapq
 import itertools
+import re
 import warnings
 import weakref
 
@@ -77,8 +78,9 @@ class Function:
     output = None        # the output tensor, only when it retains its gradient
 
     def __init_subclass__(cls):
-        # The op's name in messages and drawings: Matmul -> "matmul", LogSoftmax -> "log_softmax".
-        cls.name = "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
+        # The op's name in messages and drawings: LogSoftmax -> "log_softmax", RMSNorm -> "rms_norm"
+        cls.name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_",
+                          cls.__name__).lower()
 
     @classmethod
     def apply(cls, *inputs, **params):
