@@ -60,6 +60,7 @@ PROMPT_LENGTH, NEW_TOKENS = 1, 32
 CHECKED_LENGTH = 8              # the tokens whose logits are compared first
 OPEN_ROUNDS = 5                 # at most: a round writes 2 x 32 tokens of a 0.6B-parameter model
 BANDWIDTH_BYTES = 2**29         # the array read to measure the bandwidth: 512 MiB
+PRODUCT_STEPS = 8               # steps of the products alone timed in a round
 
 
 def qwen3_model(seed=0, **sizes):
@@ -106,17 +107,19 @@ def weight_matrices(model):
             if isinstance(module, ta.nn.Linear)]
 
 
-def matrix_vector_products(model, seed=0):
-    """A step of NumPy's products alone: one random row times each weight matrix of `model`, as
-    the Linear op computes it (x @ W^T), every matrix once."""
+def matrix_vector_products(model, seed=0, steps=PRODUCT_STEPS):
+    """`steps` steps of NumPy's products alone: one random row times each weight matrix of
+    `model`, as the Linear op computes it (x @ W^T), every matrix once a step. (Several steps a
+    round, as generation makes several tokens: the first product after other work is slower.)"""
     matrices = weight_matrices(model)
     random = np.random.default_rng(seed)
     rows = {width: random.standard_normal((1, width)).astype(np.float32)
             for width in {matrix.shape[1] for matrix in matrices}}
 
     def run():
-        for matrix in matrices:
-            rows[matrix.shape[1]] @ matrix.T                        # (1, in) @ (in, out)
+        for _ in range(steps):
+            for matrix in matrices:
+                rows[matrix.shape[1]] @ matrix.T                    # (1, in) @ (in, out)
     return run
 
 
@@ -200,7 +203,7 @@ def report(times, bandwidths, generators, nbytes, new_tokens):
         read = nbytes * figures[name] / 1e9
         print(f"   {name:<13} {figures[name]:6.2f} tokens/s, reading the weights at {read:5.1f} "
               f"GB/s: {figures['share'][name]:4.0%} of the bound")
-    products = share("NumPy's products", nbytes)
+    products = share("NumPy's products", nbytes * PRODUCT_STEPS)
     said(f"the bound: {nbytes / bandwidth:.2f} s per token, {bandwidth / nbytes:.2f} tokens/s "
          f"(memory read at {bandwidth / 1e9:.1f} GB/s, the fastest of 3 np.dot of an array with "
          f"itself, median over rounds); NumPy's matrix-vector products alone, every weight "
