@@ -243,8 +243,10 @@ def test_the_products_alone_multiply_one_row_by_every_weight_matrix():
 
 def test_the_shares_are_the_bytes_read_per_second_over_that_rounds_bandwidth(capsys):
     """Two rounds: the bandwidth 2 and then 1 GB/s; a token of 1 GB in 1 s and then 2 s (8 tokens
-    a round): shares 0.5 and 0.5; the products alone, 1 GB in 0.25 s and 0.5 s: 2 and 2."""
-    times = {"NumPy's products": [0.25, 0.5], "tinyattn": [8.0, 16.0],
+    a round): shares 0.5 and 0.5; the products alone, PRODUCT_STEPS steps of 1 GB each in 0.25 s
+    and 0.5 s a step: 2 and 2."""
+    steps = open_generation.PRODUCT_STEPS
+    times = {"NumPy's products": [0.25 * steps, 0.5 * steps], "tinyattn": [8.0, 16.0],
              "transformers": [16.0, 16.0]}
     figures = open_generation.report(times, [2e9, 1e9], ["tinyattn", "transformers"],
                                      nbytes=1e9, new_tokens=8)
