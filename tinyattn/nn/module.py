@@ -5,8 +5,8 @@ inside lists, such as the blocks of a transformer). Walking those attributes in 
 set gives every parameter a dotted name, `blocks.0.attn.q_proj.weight`, used by `state_dict()`,
 loading and drawing.
 
-Later chapters add to the layers of this one in two ways, both defined at the end of this file:
-`extends(cls)` adds a method to a class (chapter 2 gives the language model `generate`, chapter 3
+Later chapters add to the layers of this one in two ways: `extends(cls)` (tinyattn/extends.py)
+adds a method to a class (chapter 2 gives the language model `generate`, chapter 3
 gives every Module `save` and `load`), and `Module.hook(name, x)`, a line in a forward pass, is a
 place where a function can read or replace an activation (chapter 2's key/value cache, chapter
 4's hooks). Chapter 1 reads as if neither existed: without functions attached, `hook` returns x.
