@@ -27,7 +27,6 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.functional as F
-import tinyattn.nn as nn
 
 DEFAULT_OUTPUT = "tinyattn-demos"
 ROOT = pathlib.Path(__file__).resolve().parent.parent        # the checkout, which holds demos/

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
-import tinyattn.functional as F
 
 demo = importlib.import_module("13_what_linear_attention_gives_up")
 

@@ -87,19 +87,10 @@ class MixtureOfExperts(Module):
         chosen = np.argsort(-logits.data, axis=-1, kind="stable")[:, :k]   # (N, k), constant
         # 2. gate: softmax over the chosen logits only
         gates = F.softmax(logits[np.arange(N)[:, None], chosen], axis=-1)  # (N, k)
-        # 3. dispatch: expert e runs on its own tokens; `slots` says where each output belongs
-        outputs, slots = [], []
-        for e, expert in enumerate(self.experts):
-            token_ids, choice = np.nonzero(chosen == e)             # (n_e,), (n_e,)
-            if len(token_ids):
-                outputs.append(expert(tokens[token_ids]))          # (n_e, E)
-                slots.append(token_ids * k + choice)                # (n_e,) in [0, N * k)
-        grouped = concatenate(outputs)                              # (N * k, E), by expert
-        # The slots are a permutation of 0 ... N*k - 1; indexing with its inverse puts the rows in
-        # slot order: row t * k + j is the output of token t's j-th chosen expert.
-        by_slot = grouped[np.argsort(np.concatenate(slots))]        # (N * k, E)
+        # 3. dispatch: expert e runs on the tokens that chose it
+        by_slot = dispatch(self.experts, tokens, chosen)            # (N, k, E)
         # 4. combine: the gate-weighted sum over each token's k experts
-        combined = (by_slot.reshape(N, k, E) * gates.reshape(N, k, 1)).sum(axis=1)   # (N, E)
+        combined = (by_slot * gates.reshape(N, k, 1)).sum(axis=1)   # (N, E)
         # 5. balance: n * sum_e f_e P_e
         assigned = np.bincount(chosen.ravel(), minlength=n) / (N * k)    # (n,) f, constant
         mean_probability = F.softmax(logits, axis=-1).mean(axis=0)  # (n,) P
@@ -110,3 +101,21 @@ class MixtureOfExperts(Module):
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_experts={self.num_experts}, "
                 f"top_k={self.top_k}")
+
+
+def dispatch(experts, tokens, chosen):
+    """The outputs (N, k, E) of each token's k chosen experts: row t, j is experts[chosen[t, j]]
+    applied to tokens[t] (N, E). Expert e runs once, on the n_e tokens that chose it, and on no
+    other."""
+    N, k = chosen.shape
+    outputs, slots = [], []                     # `slots` says where each output belongs
+    for e, expert in enumerate(experts):
+        token_ids, choice = np.nonzero(chosen == e)                 # (n_e,), (n_e,)
+        if len(token_ids):
+            outputs.append(expert(tokens[token_ids]))              # (n_e, E)
+            slots.append(token_ids * k + choice)                    # (n_e,) in [0, N * k)
+    grouped = concatenate(outputs)                                  # (N * k, E), by expert
+    # The slots are a permutation of 0 ... N*k - 1; indexing with its inverse puts the rows in
+    # slot order: row t * k + j is the output of token t's j-th chosen expert.
+    by_slot = grouped[np.argsort(np.concatenate(slots))]            # (N * k, E)
+    return by_slot.reshape(N, k, -1)                                # (N, k, E)

@@ -49,10 +49,10 @@ import numpy as np
 import tinyattn.functional as F
 from tinyattn.arguments import at_least, between, door, floating_dtype, one_of, optional
 from tinyattn.nn import routed_experts_checks as checks
+from tinyattn.nn.experts import dispatch
 from tinyattn.nn.layers import Linear
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.open_layers import ACTIVATIONS, GatedFeedForward
-from tinyattn.ops import concatenate
 
 SCORES = {"softmax": lambda logits: F.softmax(logits, axis=-1), "sigmoid": F.sigmoid}
 
@@ -135,17 +135,10 @@ class RoutedExperts(Module):
         if self.norm_topk_prob:      # DeepSeek's code adds 1e-20: no 0 / 0 if every s is 0
             gates = gates / (gates.sum(axis=-1, keepdims=True) + 1e-20)     # (N, k)
         gates = gates * self.routed_scaling_factor                  # (N, k)
-        # 4. dispatch: expert e runs on its own tokens; `slots` says where each output belongs
-        outputs, slots = [], []
-        for e, expert in enumerate(self.experts):
-            token_ids, choice = np.nonzero(chosen == e)             # (n_e,), (n_e,)
-            if len(token_ids):
-                outputs.append(expert(tokens[token_ids]))          # (n_e, E)
-                slots.append(token_ids * k + choice)                # (n_e,) in [0, N * k)
-        grouped = concatenate(outputs)                              # (N * k, E), by expert
-        by_slot = grouped[np.argsort(np.concatenate(slots))]        # (N * k, E), by token
+        # 4. dispatch: expert e runs on the tokens that chose it (chapter 2's dispatch)
+        by_slot = dispatch(self.experts, tokens, chosen)            # (N, k, E)
         # 5. combine: the gate-weighted sum over each token's k experts, and the shared ones
-        combined = (by_slot.reshape(N, k, E) * gates.reshape(N, k, 1)).sum(axis=1)   # (N, E)
+        combined = (by_slot * gates.reshape(N, k, 1)).sum(axis=1)   # (N, E)
         if self.shared is not None:
             combined = combined + self.shared(tokens)               # (N, E)
         self.selected_experts = chosen.reshape(*leading, k)
