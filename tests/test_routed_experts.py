@@ -89,6 +89,69 @@ def test_the_bias_chooses_but_does_not_weigh():
                                rtol=1e-12)
 
 
+def test_the_bias_update_is_the_papers_sign_rule():
+    """b_i + speed * sign(c - c_i): up for the experts below the mean load N k / n, down for
+    those above, unchanged for one exactly at it; the load counted over every token of the batch."""
+    layer, x = routed_experts_and_tokens(dict(DEEPSEEK_V3, num_groups=1, top_groups=1))
+    layer.selected_experts = np.array([[[0, 1, 2], [0, 1, 3]], [[0, 4, 5], [0, 1, 6]]])  # (2, 2, 3)
+    before = layer.choice_bias.data.copy()
+    layer.update_choice_bias(speed=0.25)
+    # loads 4, 3, 1, 1, 1, 1, 1, 0 against a mean of 12 / 8 = 1.5
+    np.testing.assert_array_equal(layer.choice_bias.data - before,
+                                  0.25 * np.array([-1, -1, 1, 1, 1, 1, 1, 1]))
+    layer.selected_experts = np.array([[0, 1], [2, 3], [0, 1], [2, 3]])  # 4 tokens, top 2, n 4
+    layer.num_experts, layer.choice_bias.data = 4, np.zeros(4)
+    layer.update_choice_bias()
+    np.testing.assert_array_equal(layer.choice_bias.data, np.zeros(4))     # every load the mean
+
+
+def test_the_bias_update_balances_a_skewed_router():
+    """A router that sends every token to experts 0-2 (loads 64, 64, 64, 0, ..., a mean of 24):
+    600 updates of the bias, the gradient never asked, spread the same tokens nearly evenly,
+    while the weights stay the scores of the chosen experts. The sign rule moves each bias by
+    `speed` whatever the imbalance, so it ends in a cycle about as wide as `speed`: a decreasing
+    speed (0.01, then 0.003, then 0.001, 200 updates each) gets closer than any one of them."""
+    layer, x = routed_experts_and_tokens(dict(DEEPSEEK_V3, shared_hidden_dim=None,
+                                              num_groups=1, top_groups=1))
+    layer.choice_bias.data[...] = 0.0
+    tokens = np.random.default_rng(1).standard_normal((64, 6))
+    tokens[:, 0] = 2.0                                  # a feature every token has ...
+    layer.router.weight.data[:3, 0] += 2.0              # ... that experts 0-2 score highly
+    tokens = ta.tensor(tokens)
+
+    def busiest_share():
+        with ta.no_grad():
+            layer(tokens)
+        return np.bincount(layer.selected_experts.ravel(), minlength=8).max() / (64 * 3 / 8)
+    skewed = busiest_share()
+    for speed in (0.01, 0.003, 0.001):
+        for _ in range(200):
+            busiest_share()
+            layer.update_choice_bias(speed=speed)
+    assert skewed == 64 / 24 and busiest_share() < 1.25, (skewed, busiest_share())
+    weights = reference_routing(layer, tokens.data)
+    chosen = layer.selected_experts
+    picked = np_sigmoid(tokens.data @ layer.router.weight.data.T)[np.arange(64)[:, None], chosen]
+    np.testing.assert_allclose(np.take_along_axis(weights, chosen, -1),
+                               2.5 * picked / picked.sum(-1, keepdims=True), rtol=1e-12)
+
+
+def test_a_bias_update_without_a_bias_or_a_forward_is_named():
+    layer, x = routed_experts_and_tokens(QWEN3_MOE)
+    layer(x)
+    with pytest.raises(ValueError, match=r"^RoutedExperts.update_choice_bias: these experts have "
+                                         r"no choice bias \(choice_bias=False, as Qwen3-MoE's\)"):
+        layer.update_choice_bias()
+    layer, x = routed_experts_and_tokens(DEEPSEEK_V3)
+    with pytest.raises(ValueError, match=r"^RoutedExperts.update_choice_bias: no forward has "
+                                         r"chosen experts yet"):
+        layer.update_choice_bias()
+    layer(x)
+    with pytest.raises(ValueError, match=r"^RoutedExperts.update_choice_bias: speed must be >= 0, "
+                                         r"got -0.1"):
+        layer.update_choice_bias(speed=-0.1)
+
+
 def test_a_tokens_experts_lie_in_its_best_groups():
     layer, x = routed_experts_and_tokens(DEEPSEEK_V3)
     layer(ta.tensor(arrays((4, 16, 6))[0]))

@@ -25,9 +25,9 @@ Where each piece comes from:
                          2024): during training b_i is lowered a little after a step in which
                          expert i got more than its share of tokens, raised after one in which it
                          got less; since b only chooses, the balance costs the loss nothing (no
-                         auxiliary loss pulls on the router). The update rule is training, not
-                         the model, and not here: b is loaded from the checkpoint
-                         (e_score_correction_bias) and held fixed (a Parameter without grad)
+                         auxiliary loss pulls on the router). b is a Parameter without grad,
+                         loaded from the checkpoint (e_score_correction_bias); in training,
+                         `update_choice_bias()` after each step is that rule
     group-limited        DeepSeek-V2's device-limited routing, V3's node-limited: the experts in
                          num_groups groups of consecutive ids (one group per device or node), a
                          token's experts taken from its top_groups best groups only, so that it
@@ -40,7 +40,8 @@ Where each piece comes from:
 Which layers have experts is the decoder's business (DeepSeek-V3's first 3 layers are dense:
 first_k_dense_replace; Qwen3-MoE's mlp_only_layers and decoder_sparse_step): DecoderSettings'
 `experts.dense_layers`. Ties between scores go to the lower expert id; transformers' torch.topk
-leaves them to the implementation. Like transformers, nothing balances the load at inference.
+leaves them to the implementation. Like transformers, nothing balances the load at inference:
+b moves only when update_choice_bias is called.
 """
 import dataclasses
 
@@ -95,7 +96,7 @@ class RoutedExperts(Module):
     a GatedFeedForward(E, shared_hidden_dim) (DeepSeek's n_shared_experts experts, side by side
     in one, as its checkpoints hold them), or None. The gradient reaches the router through the
     gates only: the choice is a step function of the scores. `selected_experts` keeps the last
-    forward's choice, (..., k) expert ids.
+    forward's choice, (..., k) expert ids, which `update_choice_bias` reads.
     """
 
     @door(checks.groups_fit, embed_dim=at_least(1), num_experts=at_least(1), top_k=at_least(1),
@@ -143,6 +144,22 @@ class RoutedExperts(Module):
             combined = combined + self.shared(tokens)               # (N, E)
         self.selected_experts = chosen.reshape(*leading, k)
         return combined.reshape(*leading, E)                        # (..., E)
+
+    @door(checks.bias_to_update, speed=between(0))
+    def update_choice_bias(self, speed=0.001):
+        """DeepSeek-V3's auxiliary-loss-free balancing, one step of it, called after a training
+        step: from the last forward's choice, each expert's load c_i (the tokens sent to it) and
+        the mean load c = N k / n,
+
+            b_i <- b_i + speed * sign(c - c_i)
+
+        an overloaded expert's bias falls, an underloaded one's rises, so that the next steps
+        choose it less or more. `speed` is the paper's bias update speed gamma (0.001 for most
+        of its training). The gradient plays no part: b is a constant of the forward."""
+        loads = np.bincount(self.selected_experts.ravel(), minlength=self.num_experts)   # (n,)
+        mean_load = self.selected_experts.size / self.num_experts
+        step = np.sign(mean_load - loads).astype(self.choice_bias.dtype)             # (n,)
+        self.choice_bias.data += speed * step
 
     def choice(self, scores):
         """The top_k experts of each token, (N, k) ids, from the scores (N, n) (a NumPy array):

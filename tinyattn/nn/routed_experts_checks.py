@@ -24,3 +24,14 @@ def groups_fit(num_experts, top_k, num_groups=1, top_groups=1, **_):
 def some_tokens(self, x):
     if x.size == 0:
         raise ValueError(f"needs at least one token, got an input of shape {x.shape}")
+
+
+def bias_to_update(self, speed=0.001):
+    """RoutedExperts.update_choice_bias: a choice bias to move, and a forward whose choice it
+    balances."""
+    if self.choice_bias is None:
+        raise ValueError("these experts have no choice bias (choice_bias=False, as Qwen3-MoE's): "
+                         "there is nothing to update")
+    if self.selected_experts is None:
+        raise ValueError("no forward has chosen experts yet: the update balances the loads of "
+                         "the last forward, so call it after a training step")
