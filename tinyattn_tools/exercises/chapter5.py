@@ -1,7 +1,8 @@
 """Chapter 5 of the exercises, in the README's reading order: the pieces that today's open models
 changed since GPT-2. RMSNorm's forward and backward, SiLU's, grouped-query attention's groups,
-the gated feed-forward, and Llama 3's split pattern. Read chapter1.py first: the entries are
-written the same way.
+the gated feed-forward, and Llama 3's split pattern; then part 3's caches: latent attention's
+absorbed scores on the cached latents, and StreamingLLM's sink-keeping cache. Read chapter1.py
+first: the entries are written the same way.
 """
 import random
 
@@ -10,7 +11,7 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn import split_patterns
+from tinyattn import engine, split_patterns
 from tinyattn_tools.checklist.chapter5 import GQA
 from tinyattn_tools.exercises.checks import (float32, forward_rows, gradient_rows, leaves, raises,
                                              same)
@@ -500,4 +501,356 @@ LLAMA3_SPLIT = Exercise(
 )
 
 
-EXERCISES = (RMS_NORM, SILU, GROUPED_QUERY, GATED_FEED_FORWARD, LLAMA3_SPLIT)
+# ------------------------------------------------------------------------------------------------
+# Latent attention's absorbed scores
+
+# sizes all different, so that a shape says which axes it has: width, heads, r, d_R, d_C, d_v
+LATENT_SIZES = dict(embed_dim=10, num_heads=3, kv_lora_rank=8, qk_rope_head_dim=4,
+                    qk_nope_head_dim=5, v_head_dim=6)
+LATENT_LAYOUTS = {                  # the queries' two ways, DeepSeek's interleaved rotary, biases
+    "q_proj": dict(),
+    "q_lora_rank 7, interleaved rotary": dict(q_lora_rank=7, rope_interleave=True),
+    "q_lora_rank 7, biases": dict(q_lora_rank=7, bias=True),
+}
+
+
+def latent_layer(dtype=None, **options):
+    """A LatentAttention of LATENT_SIZES and `options`, drawn after ta.manual_seed(0)."""
+    ta.manual_seed(0)
+    return nn.LatentAttention(**LATENT_SIZES, **options, dtype=dtype)
+
+
+def latent_tokens(B, T, dtype=np.float64, requires_grad=False):
+    """Tokens x (B, T, embed_dim), seeded."""
+    x = np.random.default_rng(5).standard_normal((B, T, LATENT_SIZES["embed_dim"]))
+    return ta.tensor(x.astype(dtype), requires_grad=requires_grad)
+
+
+def in_pieces(layer, x, lengths):
+    """[(start, output, weights, heads)] of x (B, T, E) fed to `layer` through one LatentCache in
+    pieces of these lengths: the heads (B, H, T, d_v) as the layer's hook "heads" names them."""
+    cache, found, start = nn.LatentCache(), [], 0
+    for length in lengths:
+        (out, weights), named = layer.run_with_cache(x[:, start:start + length], start, cache,
+                                                     names=["heads"])
+        found.append((start, out, weights, named["heads"]))
+        start += length
+    return found
+
+
+def absorbed_outputs():
+    """Outputs, weights and heads on a cache: 9 tokens at once (T = S), then a token at a time
+    after a prompt and chunks of several (T != S, the causal mask offset by the cache), batch 2,
+    for the queries' two ways, interleaved rotary and biases; tinyattn's are expanded's to
+    1e-12."""
+    found, x = {}, latent_tokens(2, 9)
+    for name, options in LATENT_LAYOUTS.items():
+        layer = latent_layer(**options)
+        for lengths in ([9], [4, 1, 1, 3]):
+            for start, out, weights, heads in in_pieces(layer, x, lengths):
+                case = f"{name}, pieces {lengths}, from token {start}"
+                found[f"{case}: output"], found[f"{case}: weights"] = out, weights
+                found[f"{case}: heads"] = heads
+    return found
+
+
+def absorbed_gradients():
+    """dL/dx and every parameter's gradient, the prompt's 4 tokens and the next 3 through the
+    cache (q_lora_rank, biases, interleaved rotary): through W_UK and W_UV, and through the
+    cached latents to the prompt."""
+    layer = latent_layer(q_lora_rank=7, bias=True, rope_interleave=True)
+    x = latent_tokens(2, 7, requires_grad=True)
+    pieces = in_pieces(layer, x, [4, 3])
+    out = ta.concatenate([pieces[0][1], pieces[1][1]], axis=1)             # (2, 7, E)
+    out.backward(np.random.default_rng(1).standard_normal(out.shape))
+    return {"output": out, "dL/dx": x.grad,
+            **{f"dL/d{name}": p.grad for name, p in layer.named_parameters()}}
+
+
+class Shapes(engine.Watcher):
+    """The shape of every op's output while it watches (an engine watcher: told of every op)."""
+
+    def __init__(self):
+        self.shapes = []
+
+    def applied(self, node, arrays, params, out):
+        self.shapes.append(out.shape)
+
+
+def a_heads_keys_or_values(shape, S):
+    """Whether `shape` holds S positions of some head's keys or values: an axis of S with one
+    of d_C, d_v or d_C + d_R features (or H times as many, the heads side by side, or H (d_C +
+    d_v), kv_up's), or with the heads and r or r + d_R (the latent copied for every head)."""
+    H, r, d_R = (LATENT_SIZES[k] for k in ("num_heads", "kv_lora_rank", "qk_rope_head_dim"))
+    d_C, d_v = LATENT_SIZES["qk_nope_head_dim"], LATENT_SIZES["v_head_dim"]
+    per_head = {d_C, d_v, d_C + d_R, d_C + d_v}
+    side_by_side = {H * d for d in per_head | {r, r + d_R}}
+    axes = set(shape)
+    return S in axes and bool(axes & (per_head | side_by_side) or
+                              H in axes and axes & {r, r + d_R})
+
+
+def no_expanded_keys():
+    """The arrays one new token builds on a cache of 12 (batch 2): none holds the 13 positions'
+    keys or values of a head, and the latents (2, 13, r + d_R) are what it reads."""
+    found = {}
+    for name, options in LATENT_LAYOUTS.items():
+        layer, x, cache = latent_layer(**options), latent_tokens(2, 13), nn.LatentCache()
+        layer(x[:, :12], 0, cache)
+        with engine.watching(Shapes()) as step:
+            layer(x[:, 12:], 12, cache)
+        found[f"{name}: arrays of a head's keys or values over the 13 positions"] = [
+            str(shape) for shape in step.shapes if a_heads_keys_or_values(shape, 13)]
+        found[f"{name}: the latents (2, 13, 12) read"] = (2, 13, 12) in step.shapes
+    return found
+
+
+def absorbed_layer(x):
+    """The outputs and weights of a LatentAttention (q_lora_rank 7) in x's dtype: x (B, 5, E), its
+    first 3 tokens, then the last 2, through a LatentCache."""
+    pieces = in_pieces(latent_layer(x.dtype, q_lora_rank=7), x, [3, 2])
+    return tuple(tensor for _, out, weights, _ in pieces for tensor in (out, weights))
+
+
+LATENT_ABSORBED = Exercise(
+    "latent_absorbed", 5, "latent attention's absorbed scores: attention on the cached latents",
+    "tinyattn.nn.latent_attention", ("LatentAttention.up_projections", "LatentAttention.absorbed"),
+    read_first="the top of tinyattn/nn/latent_attention.py (the absorption, and why the rotary "
+               "key is decoupled), LatentAttention's docstring and its `expanded`, the paper's "
+               "equations, which `absorbed` must equal; grouped_weights and grouped_values in "
+               "tinyattn/functional/grouped_query.py; section 2.1 of DeepSeek-AI 2024, "
+               "\"DeepSeek-V2\"",
+    checks=(
+        same("heads, weights and outputs on a cache: a prompt at once (T = S), then chunks and "
+             "single tokens (T != S, the causal mask offset), q_proj and q_lora_rank, "
+             "interleaved rotary, biases (tinyattn's: expanded's to 1e-12)", absorbed_outputs),
+        gradient_rows(
+            "LatentAttention, absorbed on a cache (no q_lora_rank)",
+            "OpenDecoder, DeepSeek-V3's switches, cached step (random directions)").named(
+            "gradients vs tinyattn's: the layer on a cache, and a DeepSeek-V3 decoder's cached "
+            "step (2 rows of the checklist)"),
+        same("gradients through the cache (q_lora_rank, biases, interleaved rotary): dL/dx and "
+             "every parameter's, W_UK's and W_UV's in kv_up among them", absorbed_gradients),
+        same("a new token builds no head's keys or values over the cached positions: it reads "
+             "the latents (B, S, r + d_R)", no_expanded_keys, 0),
+        float32(absorbed_layer, (2, 5, 10)),
+    ),
+    hints=(
+        "Re-read the absorption at the top of latent_attention.py: q_C . (W_UK c_kv) = "
+        "(W_UK^T q_C) . c_kv, and sum_s a_s W_UV c_kv_s = W_UV (sum_s a_s c_kv_s).",
+        "up_projections: kv_up's weight (H (d_C + d_v), r) is head by head, each head's d_C rows "
+        "of W_UK then its d_v rows of W_UV; reshape it to (H, d_C + d_v, r) and split the "
+        "middle axis.",
+        "absorbed: the query (B, H, T, r + d_R) is q_C times W_UK (a row times (d_C, r) gives "
+        "r numbers per head) beside q_R; the key is the latents as one key/value head (B, 1, S, "
+        "r + d_R), for grouped_weights with the causal visible_keys(T, S) and the heads' scale "
+        "(d_C + d_R)^(-1/2), not the default of the wider query.",
+        "The values are the latents' first r columns (c_kv, not k_R): grouped_values mixes them "
+        "(B, H, T, r), and W_UV^T turns each head's into its d_v numbers, after the sum.",
+    ),
+    wrong_versions=(
+        Wrong("W_UK transposed: the query multiplied by W_UK^T's rows, not by W_UK",
+              (("query = concatenate([q_C @ W_UK, q_R], axis=-1)",
+                "query = concatenate([(W_UK @ q_C.mT).mT, q_R], axis=-1)"),)),
+        Wrong("content keys rebuilt per head, W_UK c_kv (B, H, S, d_C), and scored as the "
+              "expanded path scores: right numbers, the expanded keys built",
+              (("weights = grouped_weights(query, key, visible_keys(T, S), self.scale)",
+                "k_C = key[..., :r] @ W_UK.mT                                  # (B, H, S, d_C)\n"
+                "        scores = (q_C @ k_C.mT + q_R @ key[..., r:].mT) * self.scale\n"
+                "        seen = visible_keys(T, S)\n"
+                "        if seen is not None:\n"
+                "            scores = where(seen, scores, -math.inf)\n"
+                "        weights = F.softmax(scores, axis=-1)"),)),
+        Wrong("W_UV applied to every cached latent before the weighted sum: right numbers, "
+              "(B, H, S, d_v) values rebuilt per head",
+              (("mixed = grouped_values(weights, key[..., :r])                   # (B, H, T, r)\n"
+                "        return mixed @ W_UV.mT, weights",
+                "values = key[..., :r] @ W_UV.mT                               # (B, H, S, d_v)\n"
+                "        return grouped_values(weights, values), weights"),)),
+        Wrong("W_UV applied to the cached latents before the weighted sum, averaged over the "
+              "heads to keep one value head (B, 1, S, d_v): every head's value the same",
+              (("mixed = grouped_values(weights, key[..., :r])                   # (B, H, T, r)\n"
+                "        return mixed @ W_UV.mT, weights",
+                "values = key[..., :r] @ W_UV.mean(axis=0).mT                  # (B, 1, S, d_v)\n"
+                "        return grouped_values(weights, values), weights"),)),
+        Wrong("the rotary part of the query dropped: scores of the content alone",
+              (("query = concatenate([q_C @ W_UK, q_R], axis=-1)", "query = q_C @ W_UK"),
+               ("weights = grouped_weights(query, key, visible_keys(T, S), self.scale)",
+                "weights = grouped_weights(query, key[..., :r], visible_keys(T, S), "
+                "self.scale)"))),
+        Wrong("the scale forgotten: grouped_weights' default, 1 / sqrt(r + d_R) of the absorbed "
+              "query's width, not the heads' 1 / sqrt(d_C + d_R)",
+              (("grouped_weights(query, key, visible_keys(T, S), self.scale)",
+                "grouped_weights(query, key, visible_keys(T, S))"),)),
+        Wrong("the scale applied twice: on the query, and in grouped_weights",
+              (("query = concatenate([q_C @ W_UK, q_R], axis=-1)",
+                "query = concatenate([q_C @ W_UK, q_R], axis=-1) * self.scale"),)),
+        Wrong("the values read from the latent's last r columns: the rotary key's d_R among "
+              "them, c_kv's first d_R left out",
+              (("mixed = grouped_values(weights, key[..., :r])",
+                "mixed = grouped_values(weights, key[..., -r:])"),)),
+        Wrong("the causal mask left out: a chunk's tokens see the later ones of the chunk",
+              (("grouped_weights(query, key, visible_keys(T, S), self.scale)",
+                "grouped_weights(query, key, None, self.scale)"),)),
+        Wrong("W_UK and W_UV swapped: the split read as v's rows first, then k_C's",
+              (("return per_head[:, :d_C], per_head[:, d_C:]",
+                "return per_head[:, d_v:], per_head[:, :d_v]"),)),
+        Wrong("kv_up's rows read as every head's W_UK, then every head's W_UV, not head by head",
+              (("per_head = self.kv_up.weight.reshape(H, d_C + d_v, self.kv_lora_rank)",
+                "weight = self.kv_up.weight\n"
+                "        per_head = concatenate([weight[:H * d_C].reshape(H, d_C, -1),\n"
+                "                                weight[H * d_C:].reshape(H, d_v, -1)], axis=1)"),
+               )),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# The sink-keeping cache
+
+SINK_SETTINGS = nn.DecoderSettings(vocab_size=11, hidden_size=16, intermediate_size=20,
+                                   num_layers=2, num_heads=4, num_kv_heads=2, head_dim=4,
+                                   qk_norm=True, rope_theta=100.0)
+SINK_IDS = np.random.default_rng(0).integers(0, 11, (3, 20))   # batch 3 (not K = 2), 20 tokens
+WINDOWS_AND_SINKS = ((5, 2), (4, 0), (1, 3), (1, 0), (6, 1))   # (window, sinks): 20 >= 3 windows
+
+
+def sink_decoder(dtype=None):
+    """An OpenDecoder of SINK_SETTINGS (2 layers of grouped-query attention), drawn after
+    ta.manual_seed(0)."""
+    ta.manual_seed(0)
+    return nn.OpenDecoder(SINK_SETTINGS, dtype=dtype)
+
+
+def through_a_sink_cache(window, sinks, prompt=1, dtype=None):
+    """What each call of a sink_decoder fed SINK_IDS through SinkCache(window, sinks) left, the
+    first `prompt` tokens at once, then one at a time: [{"logits", and after the call the cache's
+    "nbytes", "len", and each layer's "keys" and "values" kept}]."""
+    model = sink_decoder(dtype)
+    cache, found = nn.SinkCache(model, window, sinks), []
+    for start, stop in [(0, prompt), *((t, t + 1) for t in range(prompt, SINK_IDS.shape[1]))]:
+        logits = model(SINK_IDS[:, start:stop], cache=cache)
+        found.append({"logits": logits.data, "nbytes": cache.nbytes, "len": len(cache),
+                      "keys": [layer.keys.data.copy() for layer in cache.layers],
+                      "values": [layer.values.data.copy() for layer in cache.layers]})
+    return found
+
+
+def sink_logits():
+    """The logits at every step, 20 tokens a token at a time, for windows 1 to 6 with 0 to 3
+    sinks; and after a prompt of 10 tokens read at once (the sinks moved past 4 evicted at
+    once)."""
+    found = {}
+    for window, sinks, prompt in [*((w, s, 1) for w, s in WINDOWS_AND_SINKS), (5, 2, 10)]:
+        steps = through_a_sink_cache(window, sinks, prompt)
+        found[f"window {window}, {sinks} sinks, prompt {prompt}: the logits"] = np.concatenate(
+            [step["logits"] for step in steps], axis=1)
+    return found
+
+
+def kept_keys_and_values():
+    """What each layer keeps after every step: the sinks' keys turned by the count of tokens
+    evicted (so that they sit just before the window), the window's keys as they were cached,
+    and the values of the same tokens."""
+    found = {}
+    for window, sinks, prompt in ((5, 2, 1), (1, 3, 1), (4, 0, 1), (5, 2, 10)):
+        for n, step in enumerate(through_a_sink_cache(window, sinks, prompt)):
+            for i, (keys, values) in enumerate(zip(step["keys"], step["values"])):
+                case = f"window {window}, {sinks} sinks, prompt {prompt}, call {n}, layer {i}"
+                found[f"{case}: keys"], found[f"{case}: values"] = keys, values
+    return found
+
+
+def memory_at_each_step():
+    """cache.nbytes, the tokens each layer keeps and len(cache) after every step: they stop
+    growing at sinks + window - 1 tokens a layer, and len counts every token seen."""
+    found = {}
+    for window, sinks in WINDOWS_AND_SINKS:
+        steps = through_a_sink_cache(window, sinks)
+        found[f"window {window}, {sinks} sinks: nbytes"] = [step["nbytes"] for step in steps]
+        found[f"window {window}, {sinks} sinks: tokens kept"] = [
+            [keys.shape[2] for keys in step["keys"]] for step in steps]
+        found[f"window {window}, {sinks} sinks: len(cache)"] = [step["len"] for step in steps]
+    return found
+
+
+def in_float32():
+    """A float32 model through a SinkCache (window 3, 2 sinks): its logits and what it keeps stay
+    float32."""
+    last = through_a_sink_cache(3, 2, dtype=np.float32)[-1]
+    return {"logits": last["logits"].dtype, "keys": [keys.dtype for keys in last["keys"]],
+            "values": [values.dtype for values in last["values"]]}
+
+
+SINK_CACHE = Exercise(
+    "sink_cache", 5, "StreamingLLM's cache: the sinks kept, the window slid, the sinks moved",
+    "tinyattn.nn.sink_cache", ("SinkLayerCache.extended", "SinkLayerCache.moved"),
+    read_first="the top of tinyattn/nn/sink_cache.py (what is kept, and the positions within the "
+               "cache) and SinkCache's docstring; F.rope_rotate_half in "
+               "tinyattn/functional/rotate_half.py; LatentCache.extended in "
+               "tinyattn/nn/latent_attention.py, a cache that keeps everything; section 3.2 of "
+               "Xiao et al. 2023, \"Efficient Streaming Language Models with Attention Sinks\"",
+    checks=(
+        same("the logits at every step, far past the window (20 tokens, windows 1 to 6, 0 to 3 "
+             "sinks, batch 3), and after a prompt read at once", sink_logits),
+        same("what each layer keeps after every step: the sinks' keys moved by the tokens "
+             "evicted, the window's as cached, their values", kept_keys_and_values),
+        same("memory stops growing at sinks + window - 1 tokens a layer: nbytes, the tokens "
+             "kept, len(cache)", memory_at_each_step, 0),
+        same("float32 stays float32: the logits, the keys and values kept", in_float32, 0),
+    ),
+    equivalent_mutants=(
+        ("SinkLayerCache.extended: if evicted > 0: :: evicted > 0 -> evicted >= 0",
+         "with none evicted, the sinks turned by 0 positions (cos 0 = 1, sin 0 = 0: the same "
+         "numbers) and the two slices [:s] and [s + 0:] are all of the keys and values"),
+    ),
+    hints=(
+        "Re-read the top of sink_cache.py: kept are the first `sinks` tokens and the window - 1 "
+        "newest; the new tokens' queries see all that was kept and the new keys themselves.",
+        "extended: the kept keys and values, then the new ones, along the positions (axis 2); "
+        "that is what it returns. What stays is the sinks, then the newest window - 1: the "
+        "tokens between them are evicted, if there are any.",
+        "When tokens are evicted, the sinks' keys are turned by as many positions as there "
+        "were evicted (each eviction by its own count: the kept keys already carry the earlier "
+        "turns); the window's keys and all values are kept as they are.",
+        "moved: rope_rotate_half turns a sequence's rows by offset, offset + 1, ...; give each "
+        "key a sequence of its own (an axis of 1 before D), so that every one is turned by "
+        "`positions`, with the layer's frequencies.",
+    ),
+    wrong_versions=(
+        Wrong("the sinks evicted too: a plain sliding window",
+              (("s = self.sinks", "s = 0"),)),
+        Wrong("the window newest kept, not window - 1: one token too many",
+              (("evicted = keys.shape[2] - s - (self.window - 1)",
+                "evicted = keys.shape[2] - s - self.window"),)),
+        Wrong("the sinks' keys not turned: they keep the positions they were cached at",
+              (("sinks = self.moved(keys[:, :, :s], evicted)", "sinks = keys[:, :, :s]"),)),
+        Wrong("the sinks turned by every token evicted so far at each eviction: the earlier "
+              "turns counted twice",
+              (("sinks = self.moved(keys[:, :, :s], evicted)",
+                "self.evicted = getattr(self, \"evicted\", 0) + evicted\n"
+                "            sinks = self.moved(keys[:, :, :s], self.evicted)"),)),
+        Wrong("the sinks turned back, by -evicted",
+              (("sinks = self.moved(keys[:, :, :s], evicted)",
+                "sinks = self.moved(keys[:, :, :s], -evicted)"),)),
+        Wrong("the values evicted from the front (the sinks' among them), the keys after the "
+              "sinks: keys and values of other tokens",
+              (("self.values = concatenate([values[:, :, :s], values[:, :, s + evicted:]], "
+                "axis=2)", "self.values = values[:, :, evicted:]"),)),
+        Wrong("the pruned keys and values returned: the new queries miss the token evicted now",
+              (("        return keys, values", "        return self.keys, self.values"),)),
+        Wrong("the old cache not concatenated: the new tokens see themselves alone",
+              (("            keys = concatenate([self.keys, keys], axis=2)               "
+                "# (B, K, S + T, D)\n"
+                "            values = concatenate([self.values, values], axis=2)         "
+                "# (B, K, S + T, D)\n", "            pass\n"),)),
+        Wrong("each sink turned by its own index too: by evicted + i",
+              (("turned = rope_rotate_half(one_row_each, positions, frequencies=self.frequencies)",
+                "turned = rope_rotate_half(keys.transpose(0, 1, 2, 3), positions, "
+                "frequencies=self.frequencies)"),)),
+    ),
+)
+
+
+EXERCISES = (RMS_NORM, SILU, GROUPED_QUERY, GATED_FEED_FORWARD, LLAMA3_SPLIT,
+             LATENT_ABSORBED, SINK_CACHE)
