@@ -465,11 +465,17 @@ class ExpertCalls(engine.Watcher):
 
 
 def experts_see_their_own_tokens():
-    """Each expert runs once, on exactly the tokens routed to it: N * k rows in all."""
+    """Each expert runs once, on exactly the tokens routed to it: N * k rows in all; and one
+    token, which leaves two of the four experts without tokens: those are not called at all."""
     layer = experts_layer(2)
-    with engine.watching(ExpertCalls(layer)) as calls:
-        layer(ta.tensor(np.random.default_rng(1).standard_normal((3, 4, 6))))
-    return calls.tokens
+    found = {}
+    for name, shape in (("12 tokens", (3, 4, 6)), ("one token", (1, 1, 6))):
+        with engine.watching(ExpertCalls(layer)) as calls:
+            layer(ta.tensor(np.random.default_rng(1).standard_normal(shape)))
+        found.update({f"{name}: {what}": rows for what, rows in calls.tokens.items()})
+        found[f"{name}: the experts called"] = np.array(
+            [e for e in range(4) if f"expert {e}'s calls" in calls.tokens])
+    return found
 
 
 def tied_routing():
@@ -489,9 +495,10 @@ def tied_routing():
 
 EXPERTS = Exercise(
     "experts", 2, "a mixture of experts: top-k routing, each expert on its own tokens",
-    "tinyattn.nn.experts", ("MixtureOfExperts.forward",),
+    "tinyattn.nn.experts", ("MixtureOfExperts.forward", "dispatch"),
     read_first="the top of tinyattn/nn/experts.py (the five steps) and MixtureOfExperts' "
-               "docstring (how gradients get through the routing, and the balance loss)",
+               "docstring (how gradients get through the routing, and the balance loss); "
+               "dispatch, below it, is step 3 (chapter 5's RoutedExperts calls it too)",
     checks=(
         same("outputs, aux_loss and selected_experts, top-1, 2 and 3", experts_outputs),
         same("each expert runs once, on exactly its own tokens", experts_see_their_own_tokens, 0),
@@ -507,9 +514,9 @@ EXPERTS = Exercise(
         "The choice is a constant (no gradient): argsort the negated logits' data, stably, and "
         "keep the first k columns. The gates are the softmax of the k chosen logits only, picked "
         "by integer-array indexing so that their gradient reaches the router.",
-        "Expert e runs on the tokens where chosen == e (np.nonzero gives the tokens and which "
-        "choice it was); concatenate all outputs, then index with the inverse permutation of "
-        "their slots (token * k + choice) to put them in token order.",
+        "dispatch: expert e runs on the tokens where chosen == e (np.nonzero gives the tokens "
+        "and which choice it was); concatenate all outputs, then index with the inverse "
+        "permutation of their slots (token * k + choice) to put them in token order, (N, k, E).",
         "aux_loss = n * sum_e f_e P_e: f from np.bincount of the choices over N * k, a constant "
         "in x's dtype; P the mean over tokens of the softmax of all n logits.",
     ),
