@@ -1,0 +1,190 @@
+"""The views in real notebook front-ends: JupyterLab 4 and Notebook 7 (one Jupyter server, two
+front-ends), opened in the headless Chromium the tests drive (tests/browser.py).
+
+    pip install jupyterlab notebook      # this script alone needs them: not in the dev extra
+    python dev/notebook_frontends.py
+
+The test suite checks the views in a host page that does what a notebook does (tests/
+test_views_browser.py: an iframe in srcdoc, a sanitizer that removes it); this script checks the
+same four things in the front-ends themselves, and prints one line each:
+
+  untrusted   a notebook executed by nbclient and opened as received: its outputs are not trusted,
+              the front-end removes the view's frame, and the one line saying how to see it shows
+  run again   the cell run again in that notebook: the view draws (its page says it is ready)
+              and its frame has the height the page asked for, not the default (640 px)
+  trusted     the same notebook after `jupyter trust`: the views draw as it opens, each
+              frame sized to its page
+  keyboard    after a click in a view, the keyboard is the notebook's again (the frame is not the
+              focused element), so its shortcuts reach it
+
+and that no request left the machine: every URL the browser asked for is the server's own (or
+the browser's own: data:, blob:, about:, chrome:, chrome-untrusted:).
+"""
+import contextlib
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests")]
+import browser                                          # noqa: E402  (tests/browser.py)
+from tinyattn_tools.views.page import NOTEBOOK_HEIGHT    # noqa: E402
+
+CELLS = [
+    """import numpy as np
+import tinyattn as ta
+import tinyattn.functional as F
+import tinyattn.viz as viz
+x = ta.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+loss = F.softmax(x @ x.T, axis=-1).sum()
+loss.backward()
+viz.graph_view(loss)""",
+    """weights = F.softmax(ta.tensor(np.random.default_rng(1).standard_normal((2, 5, 5))), axis=-1)
+viz.attention_view(["the", "cat", "sat", "on", "it"], weights)""",
+]
+FRONT_ENDS = {"JupyterLab": "lab/tree/views.ipynb", "Notebook 7": "notebooks/views.ipynb"}
+OUTPUTS = ".jp-OutputArea-output"                      # an output, in both front-ends
+
+
+def executed_notebook(folder):
+    """views.ipynb in `folder`, run by nbclient: outputs that no one has trusted."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    NotebookClient(notebook, kernel_name="python3", timeout=120).execute()
+    path = folder / "views.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyter_server(folder):
+    """A Jupyter server on 127.0.0.1 serving `folder`, without a token; yields its URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+         f"--ServerApp.root_dir={folder}", "--ServerApp.disable_check_xsrf=True"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(120):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def view_frames(chromium):
+    return chromium.find_all(f"{OUTPUTS} iframe[title]")
+
+
+def hints(chromium):
+    return [p.text for p in chromium.find_all(f"{OUTPUTS} p")
+            if "not trusted" in p.text and p.is_displayed()]
+
+
+def open_notebook(chromium, url):
+    chromium.driver.get(url)
+    chromium.wait_until(f"return document.querySelectorAll('{OUTPUTS}').length >= 2", 60)
+    time.sleep(2)                      # the outputs are rendered, and sanitized, after they exist
+
+
+def drawn(chromium, frame):
+    """Whether the view in `frame` drew, and the frame's height in pixels once it had."""
+    chromium.driver.switch_to.frame(frame)
+    try:
+        chromium.wait_until("return document.body && document.body.dataset.ready === 'true'")
+    finally:
+        chromium.driver.switch_to.default_content()
+    for _ in range(20):                             # the page posts its height once drawn
+        if frame.get_attribute("style").find(f"height: {NOTEBOOK_HEIGHT}px") < 0:
+            break
+        time.sleep(0.5)
+    return True, frame.size["height"]
+
+
+def run_first_cell_again(chromium):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    cell = chromium.find_all(".jp-CodeCell .jp-InputArea-editor")[0]
+    cell.click()
+    ActionChains(chromium.driver).key_down(Keys.CONTROL).send_keys(Keys.ENTER) \
+        .key_up(Keys.CONTROL).perform()
+    chromium.wait_until(f"return document.querySelectorAll('{OUTPUTS} iframe[title]').length "
+                        f">= 1", 90)
+
+
+def check(front_end, server, path, notebook, chromium):
+    found = []
+    off_machine = []
+
+    def note(what, ok, detail):
+        found.append(ok)
+        print(f"{front_end:<11} {what:<10} {'pass' if ok else 'FAIL'}  {detail}")
+
+    def requests():
+        off_machine.extend(url for url in chromium.requests() if not url.startswith(
+            (server, server.replace("http", "ws", 1), "data:", "about:", "blob:", "chrome")))
+
+    open_notebook(chromium, server + path)
+    frames, shown = view_frames(chromium), hints(chromium)
+    note("untrusted", not frames and len(shown) == 2,
+         f"{len(frames)} view frames, {len(shown)} hint lines: {(shown or [''])[0][:60]}...")
+    run_first_cell_again(chromium)
+    frames = view_frames(chromium)
+    ready, height = drawn(chromium, frames[0]) if frames else (False, None)
+    note("run again", ready and height != NOTEBOOK_HEIGHT + 2,
+         f"the graph view drew in a frame {height} px high (unsized: {NOTEBOOK_HEIGHT} + 2)")
+    requests()
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(notebook)], check=True,
+                   capture_output=True)
+    open_notebook(chromium, server + path)
+    frames = view_frames(chromium)
+    states = [drawn(chromium, frame) for frame in frames]
+    note("trusted", len(frames) == 2 and all(ready and height != NOTEBOOK_HEIGHT + 2
+                                             for ready, height in states),
+         f"{len(frames)} views drew, frames {[h for _, h in states]} px high")
+    frames[1].click()
+    time.sleep(0.5)
+    focused = chromium.run("return document.activeElement && document.activeElement.tagName")
+    note("keyboard", focused != "IFRAME", f"after a click in a view, the focus is on {focused}")
+    requests()
+    note("requests", not off_machine, f"{len(off_machine)} requests off the machine "
+                                      f"{off_machine[:3]}")
+    return all(found)
+
+
+def main():
+    results = []
+    for front_end, path in FRONT_ENDS.items():
+        with tempfile.TemporaryDirectory() as folder:
+            notebook = executed_notebook(pathlib.Path(folder))
+            chromium = browser.start()
+            try:
+                with jupyter_server(folder) as server:
+                    results.append(check(front_end, server, path, notebook, chromium))
+            finally:
+                chromium.quit()
+    versions = subprocess.run([sys.executable, "-m", "jupyter", "--version"], capture_output=True,
+                              text=True).stdout.split("\n")
+    print("; ".join(line.strip() for line in versions
+                    if line.split(":")[0].strip() in ("jupyterlab", "notebook")))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
