@@ -312,6 +312,69 @@ def test_the_layers_with_experts_are_transformers(family, edit, dense):
                  if not hasattr(layer.mlp, "experts")) == dense
 
 
+def a_balance_loss_by_hand(model, ids):
+    """Qwen3-MoE's load-balancing loss from each expert layer's router logits, written out as
+    transformers' load_balancing_loss_func computes it (NumPy, float64)."""
+    experts = [i for i, block in enumerate(model.blocks) if isinstance(block.mlp, nn.RoutedExperts)]
+    with ta.no_grad():
+        _, cache = model.run_with_cache(ids, names=[f"blocks.{i}.resid_mid" for i in experts])
+        normed = [model.blocks[i].mlp_norm(ta.tensor(cache[f"blocks.{i}.resid_mid"])).data
+                  for i in experts]
+    logits = [x.reshape(-1, x.shape[-1]) @ model.blocks[i].mlp.router.weight.data.T
+              for i, x in zip(experts, normed)]
+    n, k = model.settings.experts.num_experts, model.settings.experts.top_k
+    counts, probabilities = np.zeros(n), np.zeros(n)
+    for layer_logits in logits:
+        p = np.exp(layer_logits - layer_logits.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        counts += np.bincount(np.argsort(-p, axis=-1)[:, :k].ravel(), minlength=n)
+        probabilities += p.sum(0)
+    rows = sum(len(layer_logits) for layer_logits in logits)
+    return n * np.sum(counts / rows * probabilities / rows), len(logits)
+
+
+def test_qwen3_moes_balance_loss_is_transformers(references):
+    """model.load_balancing_loss() after a forward: the same number as the loss written out by
+    hand, and (where installed) as transformers' aux_loss (output_router_logits=True), its
+    gradient on each router too; pooled over the two expert layers of the fixture's three."""
+    model = nn.from_pretrained(folder_of("qwen3_moe"), dtype=np.float64)
+    ids = np.random.default_rng(0).integers(0, 64, (2, 7))
+    by_hand, layers = a_balance_loss_by_hand(model, ids)
+    model(ids)
+    loss = model.load_balancing_loss()
+    assert loss.shape == () and layers == 2
+    np.testing.assert_allclose(loss.data, by_hand, rtol=1e-12)
+    loss.backward()
+    ours = [block.mlp.router.weight.grad for block in model.blocks
+            if isinstance(block.mlp, nn.RoutedExperts)]
+    torch, transformers = transformers_or_skip()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        folder_of("qwen3_moe"), dtype=torch.float32, attn_implementation="eager",
+        experts_implementation="eager")
+    output = theirs(torch.tensor(ids), output_router_logits=True)
+    output.aux_loss.backward()
+    np.testing.assert_allclose(loss.data, output.aux_loss.item(), rtol=1e-5)
+    their_grads = [layer.mlp.gate.weight.grad.numpy() for layer in theirs.model.layers
+                   if hasattr(layer.mlp, "gate")]
+    for mine, their in zip(ours, their_grads, strict=True):
+        np.testing.assert_allclose(mine, their, rtol=1e-4, atol=1e-6 * np.abs(their).max())
+
+
+def test_a_balance_loss_the_model_cannot_give_is_named():
+    qwen = nn.from_pretrained(folder_of("qwen3_moe"))
+    with pytest.raises(ValueError, match=r"^load_balancing_loss: no forward has routed tokens "
+                                         r"yet"):
+        qwen.load_balancing_loss()
+    deepseek = nn.from_pretrained(folder_of("deepseek_v3"))
+    deepseek(np.array([[1, 2, 3]]))
+    with pytest.raises(ValueError, match=r"^load_balancing_loss: the loss is Qwen3-MoE's, over "
+                                         r"softmax scores; these experts score with 'sigmoid'"):
+        deepseek.load_balancing_loss()
+    llama = nn.from_pretrained(folder_of("llama"))
+    with pytest.raises(ValueError, match=r"^load_balancing_loss: there are no expert layers"):
+        llama.load_balancing_loss()
+
+
 @pytest.mark.parametrize("family, theirs, ours", [("qwen3_moe", "num_local_experts",
                                                    "num_experts"),
                                                   ("deepseek_v3", "n_routed_experts",

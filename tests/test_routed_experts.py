@@ -15,7 +15,8 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn_tools.checklist.latent_and_experts import (DEEPSEEK_V3, QWEN3_MOE,
                                                          routed_experts_and_tokens,
-                                                         routing_margin)
+                                                         routing_margin,
+                                                         two_softmax_routed_layers)
 from tinyattn_tools.checklist.ops import np_softmax
 
 
@@ -179,6 +180,13 @@ def test_the_checklists_rows_route_far_from_any_tie(options):
     layer, x = routed_experts_and_tokens(options)
     margin, step = routing_margin(layer, x)
     assert margin > 1e3 * step
+
+
+def test_the_balance_loss_rows_layers_route_far_from_any_tie():
+    first, second, x = two_softmax_routed_layers()
+    for layer in (first, second):
+        margin, step = routing_margin(layer, x)
+        assert margin > 1e3 * step
 
 
 def test_no_gradient_reaches_the_bias_and_float32_stays_float32():

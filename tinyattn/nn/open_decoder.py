@@ -45,7 +45,7 @@ from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSet
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.module import Module, extends
 from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
-from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
+from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts, load_balancing_loss
 from tinyattn.ops import concatenate
 
 
@@ -246,6 +246,14 @@ class OpenDecoder(Module):
     def empty_cache(self):
         """A DecoderCache for this model, empty, for `forward(ids, cache=...)`."""
         return DecoderCache(self)
+
+    def load_balancing_loss(self):
+        """Qwen3-MoE's auxiliary loss over the last forward's expert layers
+        (nn/routed_experts.py's load_balancing_loss, which says what it is), a () Tensor: in
+        training, `loss = F.cross_entropy(...) + 0.001 * model.load_balancing_loss()`, 0.001
+        being config.json's router_aux_loss_coef."""
+        return load_balancing_loss([block.mlp for block in self.blocks
+                                    if isinstance(block.mlp, RoutedExperts)])
 
     @no_grad()
     @door(checks.prompt_fits, max_new_tokens=at_least(0), temperature=between(0),

@@ -96,7 +96,8 @@ class RoutedExperts(Module):
     a GatedFeedForward(E, shared_hidden_dim) (DeepSeek's n_shared_experts experts, side by side
     in one, as its checkpoints hold them), or None. The gradient reaches the router through the
     gates only: the choice is a step function of the scores. `selected_experts` keeps the last
-    forward's choice, (..., k) expert ids, which `update_choice_bias` reads.
+    forward's choice, (..., k) expert ids, which `update_choice_bias` reads, and `scores` its
+    scores (N, n), which `load_balancing_loss` reads.
     """
 
     @door(checks.groups_fit, embed_dim=at_least(1), num_experts=at_least(1), top_k=at_least(1),
@@ -118,7 +119,7 @@ class RoutedExperts(Module):
                         for _ in range(num_experts)]
         self.shared = None if shared_hidden_dim is None else \
             GatedFeedForward(embed_dim, shared_hidden_dim, activation, dtype=dtype)
-        self.selected_experts = None
+        self.selected_experts = self.scores = None
 
     @door(checks.some_tokens, x="(..., embed_dim)")
     def forward(self, x):
@@ -143,6 +144,7 @@ class RoutedExperts(Module):
         if self.shared is not None:
             combined = combined + self.shared(tokens)               # (N, E)
         self.selected_experts = chosen.reshape(*leading, k)
+        self.scores = scores                                        # (N, n)
         return combined.reshape(*leading, E)                        # (..., E)
 
     @door(checks.bias_to_update, speed=between(0))
@@ -180,3 +182,30 @@ class RoutedExperts(Module):
         shared = "" if self.shared is None else ", shared"
         return (f"embed_dim={self.embed_dim}, num_experts={self.num_experts}, "
                 f"top_k={self.top_k}, scoring={self.scoring!r}{shared}")
+
+
+@door(checks.softmax_routed)
+def load_balancing_loss(layers):
+    """Qwen3-MoE's auxiliary loss over the last forward of its expert layers (`layers`, a list
+    of RoutedExperts with softmax scores): the Switch Transformer's balance loss (chapter 2's
+    MixtureOfExperts.aux_loss), pooled over the layers as transformers' load_balancing_loss_func
+    pools them,
+
+        loss = n sum_e f_e P_e      f_e = the tokens sent to expert e, counted over every layer,
+                                          / the rows R (N tokens a layer, times the layers)
+                                    P_e = the sum of expert e's score over every layer's rows / R
+
+    so the f sum to k (each row sends k tokens) and the P to 1; a router spreading its tokens
+    and its probabilities evenly scores k, one that sends everything to the same k experts with
+    all its probability scores n. The gradient reaches each router through P alone (f counts a
+    choice: a constant). In training, router_aux_loss_coef (config.json: 0.001 in Qwen3-MoE's
+    releases) times it is added to the language-model loss. Pooled, the product f_e P_e mixes
+    the layers: it is not the mean of each layer's own loss."""
+    n = layers[0].num_experts
+    counts = sum(np.bincount(layer.selected_experts.ravel(), minlength=n) for layer in layers)
+    rows = sum(len(layer.scores) for layer in layers)
+    summed = layers[0].scores.sum(axis=0)                               # (n,)
+    for layer in layers[1:]:
+        summed = summed + layer.scores.sum(axis=0)                      # (n,)
+    assigned = (counts / rows).astype(summed.dtype)                     # (n,) f, constant
+    return n * (summed * (1.0 / rows) * assigned).sum()                 # ()

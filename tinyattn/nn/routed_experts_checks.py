@@ -35,3 +35,17 @@ def bias_to_update(self, speed=0.001):
     if self.selected_experts is None:
         raise ValueError("no forward has chosen experts yet: the update balances the loads of "
                          "the last forward, so call it after a training step")
+
+
+def softmax_routed(layers):
+    """load_balancing_loss: expert layers with softmax scores (the loss is Qwen3-MoE's; DeepSeek-V3
+    balances with its choice bias instead), each run forward."""
+    if not layers:
+        raise ValueError("there are no expert layers to balance")
+    sigmoid = [layer for layer in layers if layer.scoring != "softmax"]
+    if sigmoid:
+        raise ValueError(f"the loss is Qwen3-MoE's, over softmax scores; these experts score "
+                         f"with {sigmoid[0].scoring!r} (DeepSeek-V3 balances with its choice "
+                         f"bias instead: update_choice_bias)")
+    if any(layer.scores is None for layer in layers):
+        raise ValueError("no forward has routed tokens yet: the loss is over the last forward")

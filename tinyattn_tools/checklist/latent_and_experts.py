@@ -14,6 +14,7 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
+from tinyattn.nn.routed_experts import load_balancing_loss
 from tinyattn_tools.checklist.cases import FusedCase, LayerCase, OpCase, leaves
 from tinyattn_tools.checklist.chapter5 import TINY, off_their_start
 
@@ -81,6 +82,29 @@ def routed_experts(options):
     return build
 
 
+def two_softmax_routed_layers():
+    """(first, second, x): two RoutedExperts(6, QWEN3_MOE) of different weights, and tokens x
+    (2, 3, 6) that both route far from any tie (tests/test_routed_experts.py checks it)."""
+    first, x = routed_experts_and_tokens(QWEN3_MOE)
+    ta.manual_seed(1)
+    return first, nn.RoutedExperts(6, **QWEN3_MOE), x
+
+
+def balanced_pair():
+    """Qwen3-MoE's load-balancing loss over two softmax-routed layers that see the same tokens,
+    as a function of the tokens and both routers' weights: the loss reaches the routers through
+    the mean probabilities alone."""
+    def build():
+        first, second, x = two_softmax_routed_layers()
+
+        def loss(x, *routers):
+            first(x)
+            second(x)
+            return load_balancing_loss([first, second])
+        return loss, [x, first.router.weight, second.router.weight]
+    return build
+
+
 def routing_margin(experts, x, eps=1e-6):
     """(margin, largest step): the smallest gap between two biased scores of a token and
     between two of its groups' scores, and the most a finite-difference step of size eps on one
@@ -144,6 +168,7 @@ LAYER_CASES = [
     LayerCase("RoutedExperts, Qwen3-MoE's softmax router", routed_experts(QWEN3_MOE)),
     LayerCase("RoutedExperts, DeepSeek-V3's router (sigmoid, bias, groups, shared)",
               routed_experts(DEEPSEEK_V3)),
+    LayerCase("load_balancing_loss, two Qwen3-MoE layers", balanced_pair()),
     *[LayerCase(f"OpenDecoder, {name} (random directions)", mixture_decoder(switches),
                 directions=4) for name, switches in MIXTURE_SWITCHES.items()],
     LayerCase("OpenDecoder, DeepSeek-V3's switches, cached step (random directions)",
