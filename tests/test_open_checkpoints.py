@@ -360,6 +360,23 @@ def test_qwen3_moes_balance_loss_is_transformers(references):
         np.testing.assert_allclose(mine, their, rtol=1e-4, atol=1e-6 * np.abs(their).max())
 
 
+def test_the_models_bias_update_moves_every_expert_layers_bias():
+    """model.update_choice_bias(speed) is each expert layer's own update (the first layer of the
+    fixture's DeepSeek-V3 is dense)."""
+    model = nn.from_pretrained(folder_of("deepseek_v3"), dtype=np.float64)
+    model(np.random.default_rng(0).integers(0, 64, (2, 9)))
+    layers = model.expert_layers()
+    assert len(layers) == len(model.blocks) - 1 >= 1
+    expected = []
+    for layer in layers:
+        loads = np.bincount(layer.selected_experts.ravel(), minlength=layer.num_experts)
+        mean_load = layer.selected_experts.size / layer.num_experts
+        expected.append(layer.choice_bias.data + 0.01 * np.sign(mean_load - loads))
+    model.update_choice_bias(speed=0.01)
+    for layer, bias in zip(layers, expected, strict=True):
+        np.testing.assert_array_equal(layer.choice_bias.data, bias)
+
+
 def test_a_balance_loss_the_model_cannot_give_is_named():
     qwen = nn.from_pretrained(folder_of("qwen3_moe"))
     with pytest.raises(ValueError, match=r"^load_balancing_loss: no forward has routed tokens "

@@ -4,14 +4,17 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
 
     engine.py, ops/       the core: the Tensor, the graph, the backward sweep, one class per op
                           (what a first reading can skip: tensor_protocols.py, the Tensor as a
-                          Python object; arrays.py, what the ops compute on; numpy_1_26.py;
-                          memory.py; extends.py, how a later chapter adds a method)
+                          Python object; arrays.py, what the ops compute on; numpy_1_26.py, what
+                          the oldest NumPy needs; memory.py, the one speed setting; extends.py,
+                          how a later chapter adds a method)
     gradient_check.py     the engine's gradients against central finite differences
-    functional/, nn/,     built on the core: attention and the layers of a transformer, the
-    optim.py              optimizers (arguments.py: the doors, how they check what they are given;
-                          each package's checks.py: what makes an argument bad, and a later
-                          chapter's module its own, beside it: nn/lora_checks.py; rng.py: the
-                          random generator that manual_seed seeds)
+    functional/, nn/,     built on the core, chapter 1: attention and the layers of a transformer,
+    optim.py              the optimizers (arguments.py: the doors, how they check what they are
+                          given; each package's checks.py: what makes an argument bad, and a
+                          later chapter's module has its own beside it, e.g. nn/lora_checks.py;
+                          rng.py: the random generator that manual_seed seeds); chapter 2 in the
+                          same folders: positions, cross-attention, FlashAttention, sparse,
+                          sliding and linear attention, experts, the key/value cache, generation
     safetensors.py,       chapter 3, a real model's files: weights in the safetensors format,
     tokenizer.py          text as GPT-2's tokens (nn/pretrained.py: GPT-2's weights)
     interpretability.py   chapter 4, what a model learned: the logit lens, ablation, activation
@@ -27,9 +30,9 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
     nn/open_*.py          and the models, as one decoder with settings (Llama, Mistral, Qwen,
                           Gemma), read from their own files (nn.from_pretrained); their pieces:
                           ops/rms_norm.py, ops/silu.py, ops/rotate_half.py,
-                          functional/grouped_query.py; and the cache as the bottleneck:
-                          nn/latent_attention.py, nn/routed_experts.py (ops/sigmoid.py),
-                          nn/sink_cache.py
+                          functional/grouped_query.py; the cache as the bottleneck:
+                          nn/latent_attention.py, nn/sink_cache.py; and experts as Qwen3-MoE
+                          and DeepSeek-V3 route them: nn/routed_experts.py (ops/sigmoid.py)
 
 Beside the book, not in it: the package `tinyattn_tools` (the command line, the checklist of
 gradient checks, benchmarks, drawing, downloads, exercises): it reads the book, and the book

@@ -104,9 +104,9 @@ class MixtureOfExperts(Module):
 
 
 def dispatch(experts, tokens, chosen):
-    """The outputs (N, k, E) of each token's k chosen experts: row t, j is experts[chosen[t, j]]
-    applied to tokens[t] (N, E). Expert e runs once, on the n_e tokens that chose it, and on no
-    other."""
+    """The outputs (N, k, E) of each token's k chosen experts, for tokens (N, E) and chosen (N, k)
+    expert ids: row t, j is experts[chosen[t, j]] applied to tokens[t]. Expert e runs once, on
+    the n_e tokens that chose it, and on no other."""
     N, k = chosen.shape
     outputs, slots = [], []                     # `slots` says where each output belongs
     for e, expert in enumerate(experts):

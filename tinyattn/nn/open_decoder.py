@@ -252,8 +252,17 @@ class OpenDecoder(Module):
         (nn/routed_experts.py's load_balancing_loss, which says what it is), a () Tensor: in
         training, `loss = F.cross_entropy(...) + 0.001 * model.load_balancing_loss()`, 0.001
         being config.json's router_aux_loss_coef."""
-        return load_balancing_loss([block.mlp for block in self.blocks
-                                    if isinstance(block.mlp, RoutedExperts)])
+        return load_balancing_loss(self.expert_layers())
+
+    def update_choice_bias(self, speed=0.001):
+        """DeepSeek-V3's auxiliary-loss-free balancing, one step in every expert layer
+        (RoutedExperts.update_choice_bias, which says what it is), after a training step."""
+        for experts in self.expert_layers():
+            experts.update_choice_bias(speed)
+
+    def expert_layers(self):
+        """The blocks' RoutedExperts, first to last (none in a dense model)."""
+        return [block.mlp for block in self.blocks if isinstance(block.mlp, RoutedExperts)]
 
     @no_grad()
     @door(checks.prompt_fits, max_new_tokens=at_least(0), temperature=between(0),

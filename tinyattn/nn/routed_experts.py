@@ -27,7 +27,7 @@ Where each piece comes from:
                          got less; since b only chooses, the balance costs the loss nothing (no
                          auxiliary loss pulls on the router). b is a Parameter without grad,
                          loaded from the checkpoint (e_score_correction_bias); in training,
-                         `update_choice_bias()` after each step is that rule
+                         calling `update_choice_bias()` after each step applies that rule
     group-limited        DeepSeek-V2's device-limited routing, V3's node-limited: the experts in
                          num_groups groups of consecutive ids (one group per device or node), a
                          token's experts taken from its top_groups best groups only, so that it
@@ -97,7 +97,7 @@ class RoutedExperts(Module):
     in one, as its checkpoints hold them), or None. The gradient reaches the router through the
     gates only: the choice is a step function of the scores. `selected_experts` keeps the last
     forward's choice, (..., k) expert ids, which `update_choice_bias` reads, and `scores` its
-    scores (N, n), which `load_balancing_loss` reads.
+    scores (N, n), a Tensor of the graph, which `load_balancing_loss` reads.
     """
 
     @door(checks.groups_fit, embed_dim=at_least(1), num_experts=at_least(1), top_k=at_least(1),
@@ -187,25 +187,25 @@ class RoutedExperts(Module):
 @door(checks.softmax_routed)
 def load_balancing_loss(layers):
     """Qwen3-MoE's auxiliary loss over the last forward of its expert layers (`layers`, a list
-    of RoutedExperts with softmax scores): the Switch Transformer's balance loss (chapter 2's
-    MixtureOfExperts.aux_loss), pooled over the layers as transformers' load_balancing_loss_func
-    pools them,
+    of RoutedExperts with softmax scores): the Switch Transformer's balance loss in transformers'
+    convention, which for one layer is k times chapter 2's MixtureOfExperts.aux_loss (f divided
+    by the rows, not by the N k choices: nn/experts.py says why), pooled over the layers as
+    transformers' load_balancing_loss_func pools them,
 
         loss = n sum_e f_e P_e      f_e = the tokens sent to expert e, counted over every layer,
                                           / the rows R (N tokens a layer, times the layers)
                                     P_e = the sum of expert e's score over every layer's rows / R
 
-    so the f sum to k (each row sends k tokens) and the P to 1; a router spreading its tokens
-    and its probabilities evenly scores k, one that sends everything to the same k experts with
-    all its probability scores n. The gradient reaches each router through P alone (f counts a
+    so the f sum to k (each row, a token, goes to k experts) and the P to 1; a router spreading
+    its tokens and its probabilities evenly scores k, one that sends everything to the same k
+    experts with all its probability on them scores n. The gradient reaches each router through P alone (f counts a
     choice: a constant). In training, router_aux_loss_coef (config.json: 0.001 in Qwen3-MoE's
     releases) times it is added to the language-model loss. Pooled, the product f_e P_e mixes
     the layers: it is not the mean of each layer's own loss."""
     n = layers[0].num_experts
-    counts = sum(np.bincount(layer.selected_experts.ravel(), minlength=n) for layer in layers)
-    rows = sum(len(layer.scores) for layer in layers)
-    summed = layers[0].scores.sum(axis=0)                               # (n,)
-    for layer in layers[1:]:
-        summed = summed + layer.scores.sum(axis=0)                      # (n,)
-    assigned = (counts / rows).astype(summed.dtype)                     # (n,) f, constant
-    return n * (summed * (1.0 / rows) * assigned).sum()                 # ()
+    counts = sum(np.bincount(layer.selected_experts.ravel(), minlength=n)
+                 for layer in layers)                                   # (n,) over every layer
+    rows = sum(len(layer.scores) for layer in layers)                   # R
+    score_sums = sum(layer.scores.sum(axis=0) for layer in layers)      # (n,) over every layer
+    assigned = (counts / rows).astype(score_sums.dtype)                 # (n,) f, constant
+    return n * (score_sums * (1.0 / rows) * assigned).sum()             # ()

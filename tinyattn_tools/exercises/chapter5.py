@@ -577,10 +577,11 @@ class Shapes(engine.Watcher):
         self.shapes.append(out.shape)
 
 
-def a_heads_keys_or_values(shape, S):
+def holds_head_keys_or_values(shape, S):
     """Whether `shape` holds S positions of some head's keys or values: an axis of S with one
-    of d_C, d_v or d_C + d_R features (or H times as many, the heads side by side, or H (d_C +
-    d_v), kv_up's), or with the heads and r or r + d_R (the latent copied for every head)."""
+    of d_C, d_v, d_C + d_R or d_C + d_v features a head (or H times as many, the heads side by
+    side, as kv_up's output is), or with the heads and r or r + d_R (the latent copied for every
+    head)."""
     H, r, d_R = (LATENT_SIZES[k] for k in ("num_heads", "kv_lora_rank", "qk_rope_head_dim"))
     d_C, d_v = LATENT_SIZES["qk_nope_head_dim"], LATENT_SIZES["v_head_dim"]
     per_head = {d_C, d_v, d_C + d_R, d_C + d_v}
@@ -600,7 +601,7 @@ def no_expanded_keys():
         with engine.watching(Shapes()) as step:
             layer(x[:, 12:], 12, cache)
         found[f"{name}: arrays of a head's keys or values over the 13 positions"] = [
-            str(shape) for shape in step.shapes if a_heads_keys_or_values(shape, 13)]
+            str(shape) for shape in step.shapes if holds_head_keys_or_values(shape, 13)]
         found[f"{name}: the latents (2, 13, 12) read"] = (2, 13, 12) in step.shapes
     return found
 
@@ -623,7 +624,8 @@ LATENT_ABSORBED = Exercise(
     checks=(
         same("heads, weights and outputs on a cache: a prompt at once (T = S), then chunks and "
              "single tokens (T != S, the causal mask offset), q_proj and q_lora_rank, "
-             "interleaved rotary, biases (tinyattn's: expanded's to 1e-12)", absorbed_outputs),
+             "interleaved rotary, biases (tinyattn's equal expanded's to 1e-12)",
+             absorbed_outputs),
         gradient_rows(
             "LatentAttention, absorbed on a cache (no q_lora_rank)",
             "OpenDecoder, DeepSeek-V3's switches, cached step (random directions)").named(
@@ -649,7 +651,8 @@ LATENT_ABSORBED = Exercise(
         "(B, H, T, r), and W_UV^T turns each head's into its d_v numbers, after the sum.",
     ),
     wrong_versions=(
-        Wrong("W_UK transposed: the query multiplied by W_UK^T's rows, not by W_UK",
+        Wrong("W_UK transposed: the query multiplied by W_UK^T's rows, not by W_UK (the sizes "
+              "do not fit, r != d_C: a shape error)",
               (("query = concatenate([q_C @ W_UK, q_R], axis=-1)",
                 "query = concatenate([(W_UK @ q_C.mT).mT, q_R], axis=-1)"),)),
         Wrong("content keys rebuilt per head, W_UK c_kv (B, H, S, d_C), and scored as the "
@@ -712,7 +715,8 @@ SINK_SETTINGS = nn.DecoderSettings(vocab_size=11, hidden_size=16, intermediate_s
                                    num_layers=2, num_heads=4, num_kv_heads=2, head_dim=4,
                                    qk_norm=True, rope_theta=100.0)
 SINK_IDS = np.random.default_rng(0).integers(0, 11, (3, 20))   # batch 3 (not K = 2), 20 tokens
-WINDOWS_AND_SINKS = ((5, 2), (4, 0), (1, 3), (1, 0), (6, 1))   # (window, sinks): 20 >= 3 windows
+# (window, sinks); 20 tokens run through each: over 3 of the widest window
+WINDOWS_AND_SINKS = ((5, 2), (4, 0), (1, 3), (1, 0), (6, 1))
 
 
 def sink_decoder(dtype=None):
@@ -846,8 +850,7 @@ SINK_CACHE = Exercise(
                 "# (B, K, S + T, D)\n", "            pass\n"),)),
         Wrong("each sink turned by its own index too: by evicted + i",
               (("turned = rope_rotate_half(one_row_each, positions, frequencies=self.frequencies)",
-                "turned = rope_rotate_half(keys.transpose(0, 1, 2, 3), positions, "
-                "frequencies=self.frequencies)"),)),
+                "turned = rope_rotate_half(keys, positions, frequencies=self.frequencies)"),)),
     ),
 )
 
