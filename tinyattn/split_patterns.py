@@ -14,6 +14,8 @@ classes spelled out as chapter 3 spells them ({L} letters, {N} numbers, {S} whit
 
 SmolLM's tokenizer (SmolLM2) splits digits first, each one a word, and runs GPT-2's pattern on the
 text between them (`SingleDigitsThen`, at the end of this file: its docstring shows the words).
+DeepSeek-V3's runs three patterns in turn, each on the pieces the one before left
+(`deepseek_v3_pre_tokenizer`, below it).
 
 Where they differ, shown on one text (`words` is `pre_tokenizer.findall`):
 
@@ -81,9 +83,12 @@ def qwen2_pre_tokenizer():
         rf"|[{S}]+")                        # whitespace (the last space before a word)
 
 
-# {a pattern as tokenizer.json writes it: its pre-tokenizer for Python's `re`} (GPT-2's is
-# chapter 3's, which a tokenizer.json names as a ByteLevel pre-tokenizer with use_regex)
-PRE_TOKENIZERS = {GPT2: pre_tokenizer, LLAMA3: llama3_pre_tokenizer, QWEN2: qwen2_pre_tokenizer}
+# DeepSeek-V3's three patterns, run in turn (its tokenizer.json's Sequence of three Splits)
+DEEPSEEK_V3 = (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+               r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""
+               "|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*"
+               "|\\s*[\r\n]+|\\s+(?!\\S)|\\s+")
+
 
 
 class SingleDigitsThen:
@@ -116,3 +121,83 @@ class SingleDigitsThen:
         for i, piece in enumerate(self.digit.split(text)):          # stretch, digit, stretch, ...
             words.extend([piece] if i % 2 else self.pattern.findall(piece))
         return words
+
+
+
+class InTurn:
+    r"""Patterns run in turn, each on the pieces the one before left: `tokenizers`' Sequence of
+    Split pre-tokenizers with "Isolated" behaviour. A pattern cuts a piece into its matches and
+    the stretches between them, each a piece of its own (a Split loses nothing, matched or not),
+    and the next pattern cuts each of those.
+
+    >>> digits_then_letters = InTurn(re.compile("[0-9]{1,3}"), re.compile("[a-z]+"))
+    >>> digits_then_letters.findall("ab12345cd ef")
+    ['ab', '123', '45', 'cd', ' ', 'ef']
+    """
+
+    def __init__(self, *patterns):
+        self.patterns = patterns
+
+    def findall(self, text):
+        pieces = [text]
+        for pattern in self.patterns:
+            pieces = [cut for piece in pieces for cut in isolated(pattern, piece)]
+        return pieces
+
+
+def isolated(pattern, text):
+    """`text` cut by `pattern` into its matches and the stretches between them, in order."""
+    pieces, end = [], 0
+    for match in pattern.finditer(text):
+        if match.start() > end:
+            pieces.append(text[end:match.start()])              # a stretch no match took
+        pieces.append(match.group())
+        end = match.end()
+    return pieces + ([text[end:]] if end < len(text) else [])
+
+
+@functools.cache
+def deepseek_v3_pre_tokenizer():
+    r"""DEEPSEEK_V3 for Python's `re`: DeepSeek-V3's words, three patterns in turn (InTurn).
+
+        1. \p{N}{1,3}             numbers in groups of up to three digits, as Llama 3's
+        2. [一-龥぀-ゟ゠-ヿ]+        a run of CJK ideographs (U+4E00-U+9FA5), hiragana or katakana
+        3. a Llama-3-like pattern on the rest, with its own classes: {P} punctuation and {S}
+           symbols (Unicode's P and S categories) where Llama 3 has "not a letter, number or
+           space", and {M} marks counted with the letters
+
+    What it does differently from Llama 3's pattern, on one text:
+
+    >>> deepseek_v3_pre_tokenizer().findall("I'm x.y नमस्ते 漢字かな 12345!\n")
+    ['I', "'m", ' x', '.y', ' नमस्ते', ' ', '漢字かな', ' ', '123', '45', '!\n']
+
+    1. No contractions: "'m" is a symbol and letters, as ".y" is (`[!...~][A-Za-z]+`: one ASCII
+       punctuation or symbol character, then ASCII letters).
+    2. A word is letters and marks (`[{L}{M}]+`), so "नमस्ते", whose vowel signs and virama
+       are marks, is one word (Llama 3's pattern cuts it at its marks: नमस, ्त, े); before
+       it, at most one character that is no letter, punctuation, symbol or line break.
+    3. The CJK run is cut out first, so the space before it is a word of its own, as the space
+       before a number is.
+
+    A character no pattern takes (a control character such as U+0000 with no letter after it)
+    stays a piece of its own, as a Split keeps what it does not match.
+    """
+    L, P, S, M, N = (unicode_ranges(category) for category in "LPSMN")
+    W = WHITESPACE                                          # S is the symbols' here
+    return InTurn(
+        re.compile(rf"[{N}]{{1,3}}"),                       # one to three digits
+        re.compile("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"),   # CJK, kana
+        re.compile(
+            r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""    # ASCII symbol, letters
+            rf"|[^\r\n{L}{P}{S}]?[{L}{M}]+"              # letters and marks, after one other
+            rf"| ?[{P}{S}]+[\r\n]*"                       # punctuation and symbols, line breaks
+            rf"|[{W}]*[\r\n]+"                             # whitespace that ends in line breaks
+            rf"|[{W}]+(?![^{W}])"                           # whitespace, but the last space
+            rf"|[{W}]+"))                                   # whitespace
+
+
+# {a pattern, or a tuple of patterns run in turn, as tokenizer.json writes it: its pre-tokenizer
+# for Python's `re`} (GPT-2's is chapter 3's, which a tokenizer.json names as a ByteLevel
+# pre-tokenizer with use_regex)
+PRE_TOKENIZERS = {GPT2: pre_tokenizer, LLAMA3: llama3_pre_tokenizer, QWEN2: qwen2_pre_tokenizer,
+                  DEEPSEEK_V3: deepseek_v3_pre_tokenizer}

@@ -2,22 +2,24 @@ r"""Chapter 5. Today's tokenizers: a tokenizer.json, read as chapter 3's four st
 
 GPT-2 published its tokenizer as two files, vocab.json and merges.txt (chapter 3). The models
 since publish one file, tokenizer.json, in Hugging Face `tokenizers`' format, and most of them
-(Qwen2, Qwen2.5, Qwen3, Llama 3, SmolLM) are byte-level BPE as GPT-2 is. A byte-level BPE uses
-these parts of the file, each one of chapter 3's steps or a step before them:
+(Qwen2, Qwen2.5, Qwen3, Llama 3, SmolLM, DeepSeek-V3) are byte-level BPE as GPT-2 is. A
+byte-level BPE uses these parts of the file, each one of chapter 3's steps or a step before them:
 
     "added_tokens"    [{"id", "content", "normalized", ...}]: step 0, new here. Tokens that no
                       merge makes (<|im_start|>, <|eot_id|>, Qwen's <think>) are found in the text
                       first, the longest where two begin at one place, and each is its own id;
                       only the text between them goes on to the steps below. (GPT-2's
                       "<|endoftext|>" is one, which chapter 3 matched only when allowed.)
-    "normalizer"      null, or {"type": "NFC"} (Qwen): the text between added tokens is put in
-                      Unicode's composed form first ("e" + U+0301, an accent, becomes "é").
+    "normalizer"      null (or an empty Sequence, DeepSeek-V3's), or {"type": "NFC"} (Qwen): the
+                      text between added tokens is put in Unicode's composed form first ("e" +
+                      U+0301, an accent, becomes "é").
     "pre_tokenizer"   steps 1 and 2. {"type": "ByteLevel", "use_regex": true} is GPT-2's pattern,
                       then the bytes as characters; a "Sequence" of {"type": "Split", "pattern":
                       {"Regex": ...}, "behavior": "Isolated"} and {"type": "ByteLevel",
                       "use_regex": false} is another pattern (split_patterns.py: Llama 3's, Qwen's),
-                      then the bytes; a Sequence of {"type": "Digits", "individual_digits": true}
-                      and GPT-2's ByteLevel is SmolLM's, every digit a word of its own first.
+                      then the bytes, and several Splits are patterns run in turn (DeepSeek-V3's
+                      three); a Sequence of {"type": "Digits", "individual_digits": true} and
+                      GPT-2's ByteLevel is SmolLM's, every digit a word of its own first.
     "model"           steps 3 and 4: {"type": "BPE", "vocab": {symbol: id}, "merges": ["Ġ t", ...]
                       (or [["Ġ", "t"], ...])}: vocab.json and merges.txt in one file, and
                       "ignore_merges": true, which takes a word the vocabulary has as its one id
@@ -28,11 +30,11 @@ these parts of the file, each one of chapter 3's steps or a step before them:
                       own ids (add_special_tokens=False), and a chat template writes such tokens.
 
 So `TokenizerJSON` is chapter 3's `ByteLevelBPE` given these parts; `encode` is step 0, the
-normalizer, then chapter 3's `encode_ordinary`. The ids equal `tokenizers`' on Qwen's, Llama 3.2's
-and GPT-2's files (tests/test_tokenizer_json.py). A file of another kind is refused when it is
-read, in one line naming what it is: Unigram (SentencePiece's unigram model: T5, ALBERT),
-WordPiece (BERT), BPE with byte fallback (SentencePiece BPE: Llama 2, Gemma), a pattern not in
-split_patterns.py (DeepSeek-V3's three patterns), or a setting that would change the ids.
+normalizer, then chapter 3's `encode_ordinary`. The ids equal `tokenizers`' on Qwen's, Llama 3.2's,
+DeepSeek-V3's and GPT-2's files (tests/test_tokenizer_json.py). A file of another kind is refused
+when it is read, in one line naming what it is: Unigram (SentencePiece's unigram model: T5,
+ALBERT), WordPiece (BERT), BPE with byte fallback (SentencePiece BPE: Llama 2, Gemma), a pattern
+not in split_patterns.py, or a setting that would change the ids.
 
 A model folder also holds tokenizer_config.json: the names of its special tokens (bos_token,
 eos_token, ...) and its chat template (or chat_template.jinja beside it), which
@@ -193,7 +195,8 @@ def read_tokenizer_json(path):
 
     def refuse(what):
         raise ValueError(f"TokenizerJSON: {path!r} is {what}, which tinyattn does not implement "
-                         f"(it reads the byte-level BPE of GPT-2, Qwen2/3, Llama 3, SmolLM)")
+                         f"(it reads the byte-level BPE of GPT-2, Qwen2/3, Llama 3, SmolLM, "
+                         f"DeepSeek-V3)")
     if not isinstance(file, dict):
         refuse(f"a JSON {type(file).__name__}, not a tokenizer's object")
     model = file.get("model") or {}
@@ -214,6 +217,8 @@ def read_tokenizer_json(path):
             if token.get(setting):
                 refuse(f"a tokenizer whose added token {token['content']!r} has {setting}")
     normalizer = file.get("normalizer")
+    if normalizer == {"type": "Sequence", "normalizers": []}:          # nothing to do
+        normalizer = None
     if normalizer is not None and normalizer.get("type") != "NFC":
         refuse(f"a tokenizer whose normalizer is {described(normalizer)}")
     merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge)
@@ -231,8 +236,8 @@ def read_tokenizer_json(path):
 
 def pre_tokenizer_of(pre_tokenizer, refuse):
     """Steps 1 and 2 of a tokenizer.json: GPT-2's ByteLevel pre-tokenizer, after single digits
-    (SmolLM's: split_patterns.SingleDigitsThen) or not, or a Split by a pattern of
-    split_patterns.py followed by a ByteLevel without its own pattern."""
+    (SmolLM's: split_patterns.SingleDigitsThen) or not, or Splits by patterns of
+    split_patterns.py (one, or several in turn) followed by a ByteLevel without its own pattern."""
     steps = (pre_tokenizer or {}).get("pretokenizers", [pre_tokenizer])
     byte_level = steps[-1] or {}
     if byte_level.get("type") != "ByteLevel" or byte_level.get("add_prefix_space"):
@@ -242,13 +247,15 @@ def pre_tokenizer_of(pre_tokenizer, refuse):
         return tokenizer.pre_tokenizer()
     if steps[:-1] == [SINGLE_DIGITS] and byte_level.get("use_regex", True):
         return SingleDigitsThen(tokenizer.pre_tokenizer())
-    split = steps[0] if len(steps) == 2 and not byte_level.get("use_regex", True) else {}
-    pattern = (split.get("pattern") or {}).get("Regex")
-    if split.get("type") != "Split" or split.get("behavior") != "Isolated" or split.get("invert") \
-            or pattern not in PRE_TOKENIZERS:
+    splits = steps[:-1] if not byte_level.get("use_regex", True) else []
+    patterns = tuple((split.get("pattern") or {}).get("Regex") for split in splits)
+    key = patterns[0] if len(patterns) == 1 else patterns      # one pattern, or several in turn
+    if not splits or key not in PRE_TOKENIZERS or any(
+            split.get("type") != "Split" or split.get("behavior") != "Isolated"
+            or split.get("invert") for split in splits):
         refuse(f"a byte-level BPE whose pre-tokenizer is {described(pre_tokenizer)}, with a "
                f"split pattern not written out in split_patterns.py")
-    return PRE_TOKENIZERS[pattern]()
+    return PRE_TOKENIZERS[key]()
 
 
 def described(part):

