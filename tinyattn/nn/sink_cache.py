@@ -26,18 +26,19 @@ that is kept and its own earlier tokens (causal), and the window is cut to size 
 from tinyattn.arguments import at_least, door
 from tinyattn.functional.rotate_half import rope_rotate_half
 from tinyattn.nn import sink_cache_checks as checks
-from tinyattn.nn.open_decoder import DecoderCache
+from tinyattn.nn.open_decoder import DecoderCache, LayerCache
 from tinyattn.ops import concatenate
 
 
-class SinkLayerCache:
-    """One grouped-query layer's keys and values (B, K, S, D): the first `sinks` tokens', then the
+class SinkLayerCache(LayerCache):
+    """One grouped-query layer's keys and values (B, K, S, D), as the decoder's LayerCache holds
+    them (its batch_size and nbytes), but kept otherwise: the first `sinks` tokens', then the
     `window` - 1 newest; `frequencies` are the layer's rotary frequencies (D/2,), with which the
     sinks' keys are moved next to the window."""
 
     def __init__(self, window, sinks, frequencies):
-        self.window, self.sinks, self.frequencies = window, sinks, frequencies
-        self.keys = self.values = None              # tensors (B, K, S, D), once filled
+        super().__init__(window)
+        self.sinks, self.frequencies = sinks, frequencies
 
     def extended(self, keys, values):
         """The kept keys and values followed by the new ones (B, K, T, D): what the new queries
@@ -61,14 +62,6 @@ class SinkLayerCache:
         one_row_each = keys.reshape(B, K, s, 1, D)                     # a "sequence" of 1 each
         turned = rope_rotate_half(one_row_each, positions, frequencies=self.frequencies)
         return turned.reshape(B, K, s, D)                               # (B, K, s, D)
-
-    @property
-    def batch_size(self):
-        return None if self.keys is None else self.keys.shape[0]
-
-    @property
-    def nbytes(self):
-        return 0 if self.keys is None else self.keys.data.nbytes + self.values.data.nbytes
 
 
 class SinkCache(DecoderCache):
