@@ -11,6 +11,10 @@ classes spelled out as chapter 3 spells them ({L} letters, {N} numbers, {S} whit
     LLAMA3   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
              | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     QWEN2    LLAMA3 with \p{N} for \p{N}{1,3}
+    DEEPSEEK_V3  three patterns in turn: \p{N}{1,3}, then CJK and kana runs, then
+             [!-/:-@[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*
+             |\s*[\r\n]+|\s+(?!\S)|\s+          (\p{P} punctuation, \p{S} symbols, \p{M} marks;
+             [!-/:-@[-`{-~] is the file's list of ASCII's 32 punctuation characters, as ranges)
 
 SmolLM's tokenizer (SmolLM2) splits digits first, each one a word, and runs GPT-2's pattern on the
 text between them (`SingleDigitsThen`, at the end of this file: its docstring shows the words).
@@ -161,7 +165,8 @@ def deepseek_v3_pre_tokenizer():
     r"""DEEPSEEK_V3 for Python's `re`: DeepSeek-V3's words, three patterns in turn (InTurn).
 
         1. \p{N}{1,3}             numbers in groups of up to three digits, as Llama 3's
-        2. [一-龥぀-ゟ゠-ヿ]+        a run of CJK ideographs (U+4E00-U+9FA5), hiragana or katakana
+        2. [U+4E00-U+9FA5 U+3040-U+309F U+30A0-U+30FF]+
+                                  a run of CJK ideographs, hiragana or katakana
         3. a Llama-3-like pattern on the rest, with its own classes: {P} punctuation and {S}
            symbols (Unicode's P and S categories) where Llama 3 has "not a letter, number or
            space", and {M} marks counted with the letters
@@ -182,18 +187,18 @@ def deepseek_v3_pre_tokenizer():
     A character no pattern takes (a control character such as U+0000 with no letter after it)
     stays a piece of its own, as a Split keeps what it does not match.
     """
-    L, P, S, M, N = (unicode_ranges(category) for category in "LPSMN")
-    W = WHITESPACE                                          # S is the symbols' here
+    L, P, Sy, M, N = (unicode_ranges(category) for category in "LPSMN")
+    S = WHITESPACE
     return InTurn(
         re.compile(rf"[{N}]{{1,3}}"),                       # one to three digits
         re.compile("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"),   # CJK, kana
         re.compile(
             r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""    # ASCII symbol, letters
-            rf"|[^\r\n{L}{P}{S}]?[{L}{M}]+"              # letters and marks, after one other
-            rf"| ?[{P}{S}]+[\r\n]*"                       # punctuation and symbols, line breaks
-            rf"|[{W}]*[\r\n]+"                             # whitespace that ends in line breaks
-            rf"|[{W}]+(?![^{W}])"                           # whitespace, but the last space
-            rf"|[{W}]+"))                                   # whitespace
+            rf"|[^\r\n{L}{P}{Sy}]?[{L}{M}]+"             # letters and marks, after one other
+            rf"| ?[{P}{Sy}]+[\r\n]*"                      # punctuation and symbols, line breaks
+            rf"|[{S}]*[\r\n]+"                             # whitespace that ends in line breaks
+            rf"|[{S}]+(?![^{S}])"                           # whitespace, but the last space
+            rf"|[{S}]+"))                                   # whitespace
 
 
 # {a pattern, or a tuple of patterns run in turn, as tokenizer.json writes it: its pre-tokenizer

@@ -42,7 +42,8 @@ from tinyattn.functional.sparse_patterns import in_band
 
 def grouped_weights(query, key, attn_mask=None, scale=None):
     """softmax(query @ key^T * scale + mask) for query (B, H, L, E) and key (B, K, S, E), each
-    key head shared by its group of G = H / K query heads: weights (B, H, L, S). `attn_mask`
+    key head shared by its group of G = H / K query heads: weights (B, H, L, S), computed with
+    each group's queries stacked as the rows of one product on its key head. `attn_mask`
     (None, or a boolean or float array broadcasting to (B, H, L, S)) means what it means in SDPA.
     (No door: `grouped_query_attention` checks a user's arguments; layers call this inside
     theirs.)"""

@@ -6,8 +6,8 @@ the gated feed-forward.
     silu       x * sigmoid(x) (Elfwing et al. 2017; "swish" in Ramachandran et al. 2017), the
                activation of the SwiGLU gate (Shazeer 2020); Gemma gates with GELU (F.gelu,
                chapter 1) instead, GeGLU
-    sigmoid    1 / (1 + e^(-x)), each expert's score in DeepSeek-V3's router (part 3,
-               nn/routed_experts.py)
+    sigmoid    1 / (1 + e^(-x)), each expert's score in DeepSeek-V3's router
+               (nn/routed_experts.py)
 
 Each is one op (tinyattn/ops/rms_norm.py, silu.py, sigmoid.py, where their backward rules are
 derived); the checklist compares each with the chain of primitive ops it replaces. The gated
