@@ -1,5 +1,6 @@
 """The views in real notebook front-ends: JupyterLab 4 and Notebook 7 (one Jupyter server, two
-front-ends), opened in the headless Chromium the tests drive (tests/browser.py).
+front-ends), and nbconvert's HTML export, opened in the headless Chromium the tests drive
+(tests/browser.py).
 
     pip install jupyterlab notebook      # this script alone needs them: not in the dev extra
     python dev/notebook_frontends.py
@@ -11,14 +12,15 @@ checks the same four things in the front-ends themselves, and prints one line ea
   untrusted   a notebook executed by nbclient and opened as received: its outputs are not trusted,
               the front-end removes the view's frame, and the one line saying how to see it shows
   run again   the cell run again in that notebook: the view draws (its page says it is ready)
-              and its frame has the height the page asked for, not the default (640 px)
+              and its frame has the height of its page, to the pixel (not the default 640)
   trusted     the same notebook after `jupyter trust`: the views draw as it opens, each
-              frame sized to its page
+              frame the height of its page
   keyboard    after a click in a view, the keyboard is the notebook's again (the frame is not the
               focused element), so its shortcuts reach it
 
 and that no request left the machine: every URL the browser asked for is the server's own (or
-the browser's own: data:, blob:, about:, chrome:, chrome-untrusted:).
+the browser's own: data:, blob:, about:, chrome:, chrome-untrusted:). Then the notebook exported
+by nbconvert to one HTML file, opened from disk: both views draw in it.
 """
 import contextlib
 import pathlib
@@ -34,7 +36,7 @@ from nbclient import NotebookClient
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 import browser                                          # noqa: E402  (tests/browser.py)
-from tinyattn_tools.views.page import NOTEBOOK_HEIGHT    # noqa: E402
+from tinyattn_tools.views.page import NOTEBOOK_HEIGHT    # noqa: E402  (the unsized frame's)
 
 CELLS = [
     """import numpy as np
@@ -50,7 +52,6 @@ viz.attention_view(["the", "cat", "sat", "on", "it"], weights)""",
 ]
 FRONT_ENDS = {"JupyterLab": "lab/tree/views.ipynb", "Notebook 7": "notebooks/views.ipynb"}
 OUTPUTS = ".jp-OutputArea-output"                      # an output, in both front-ends
-UNSIZED = NOTEBOOK_HEIGHT + 2           # a frame's height before its page says its own: borders
 
 
 def executed_notebook(folder):
@@ -107,20 +108,27 @@ def open_notebook(chromium, url):
 
 
 def drawn(chromium, frame):
-    """Whether the view in `frame` drew within 20 s, and the frame's height in pixels then."""
+    """(whether the view in `frame` drew within 20 s, whether the frame fits its page): the
+    frame's inner height, a second after the page drew, is the height the page has (and
+    posted), to the pixel, so nothing is cut and nothing wasted. A page taller than the frame
+    lets it be, scrolling inside (the attention view's heatmaps scroll within 100vh - 150 px)."""
     from selenium.common.exceptions import TimeoutException
     chromium.driver.switch_to.frame(frame)
     try:
         chromium.wait_until("return document.body && document.body.dataset.ready === 'true'")
+        time.sleep(1)                               # the page posts its height once drawn
+        page = chromium.run("return Math.ceil("
+                            "document.documentElement.getBoundingClientRect().height)")
     except TimeoutException:
-        return False, frame.size["height"]
+        return False, False
     finally:
         chromium.driver.switch_to.default_content()
-    for _ in range(20):                             # the page posts its height once drawn
-        if frame.get_attribute("style").find(f"height: {NOTEBOOK_HEIGHT}px") < 0:
-            break
-        time.sleep(0.5)
-    return True, frame.size["height"]
+    inner = chromium.run("return arguments[0].clientHeight", frame)
+    return True, abs(inner - page) <= 1
+
+
+def heights(frames):
+    return [frame.size["height"] for frame in frames]
 
 
 def run_first_cell_again(chromium):
@@ -152,18 +160,19 @@ def check(front_end, server, path, notebook, chromium):
          f"{len(frames)} view frames, {len(shown)} hint lines: {(shown or [''])[0][:60]}...")
     run_first_cell_again(chromium)
     frames = view_frames(chromium)
-    ready, height = drawn(chromium, frames[0]) if frames else (False, None)
-    note("run again", ready and height != UNSIZED,
-         f"the graph view drew in a frame {height} px high (unsized: {UNSIZED})")
+    ready, fits = drawn(chromium, frames[0]) if frames else (False, False)
+    note("run again", ready and fits, f"the graph view drew, its frame {heights(frames[:1])} px "
+                                      f"high, fitting its page: {fits} (unsized: "
+                                      f"{NOTEBOOK_HEIGHT} + 2)")
     collect_off_machine_requests()
     subprocess.run([sys.executable, "-m", "jupyter", "trust", str(notebook)], check=True,
                    capture_output=True)
     open_notebook(chromium, server + path)
     frames = view_frames(chromium)
     states = [drawn(chromium, frame) for frame in frames]
-    note("trusted", len(frames) == 2 and all(ready and height != UNSIZED
-                                             for ready, height in states),
-         f"{len(frames)} views drew, frames {[h for _, h in states]} px high")
+    note("trusted", len(frames) == 2 and all(ready and fits for ready, fits in states),
+         f"{sum(ready for ready, _ in states)} views drew, frames {heights(frames)} px high, "
+         f"fitting their pages: {[fits for _, fits in states]}")
     if frames:
         frames[-1].click()
         time.sleep(0.5)
@@ -176,6 +185,27 @@ def check(front_end, server, path, notebook, chromium):
     return all(passed)
 
 
+def check_nbconvert(notebook, chromium):
+    """The notebook exported by `jupyter nbconvert --to html` (a page with no server and no
+    trust): both views draw in it, sized. The page's own template asks a CDN for MathJax and
+    require.js, which the views do not need; the requests are listed by host, and none may come
+    from the views' frames (their pages ask for nothing but data: URLs)."""
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html",
+                    str(notebook)], check=True, capture_output=True)
+    page = notebook.with_suffix(".html")
+    chromium.driver.get(page.as_uri())
+    chromium.wait_until("return document.readyState === 'complete'", 60)
+    frames = chromium.find_all("iframe[title]")
+    states = [drawn(chromium, frame) for frame in frames]
+    ok = len(frames) == 2 and all(ready and fits for ready, fits in states)
+    hosts = sorted({url.split("/")[2] for url in chromium.requests() if url.startswith("http")})
+    print(f"{'nbconvert':<11} {'html':<10} {'pass' if ok else 'FAIL'}  "
+          f"{sum(ready for ready, _ in states)} views drew, frames {heights(frames)} px high, "
+          f"fitting their pages: {[fits for _, fits in states]}; the template's own requests "
+          f"went to {hosts or 'no host'}")
+    return ok
+
+
 def main():
     results = []
     for front_end, path in FRONT_ENDS.items():
@@ -185,12 +215,14 @@ def main():
             try:
                 with jupyter_server(folder) as server:
                     results.append(check(front_end, server, path, notebook, chromium))
+                if front_end == "JupyterLab":
+                    results.append(check_nbconvert(notebook, chromium))
             finally:
                 chromium.quit()
     versions = subprocess.run([sys.executable, "-m", "jupyter", "--version"], capture_output=True,
                               text=True).stdout.split("\n")
     print("; ".join(line.strip() for line in versions
-                    if line.split(":")[0].strip() in ("jupyterlab", "notebook")))
+                    if line.split(":")[0].strip() in ("jupyterlab", "notebook", "nbconvert")))
     return 0 if all(results) else 1
 
 

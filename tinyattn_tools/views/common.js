@@ -24,4 +24,10 @@ if (embedded) {
   const height = () => Math.ceil(document.documentElement.getBoundingClientRect().height);
   new ResizeObserver(() => tell({ height: height() })).observe(document.documentElement);
   window.addEventListener("pointerup", () => tell({ release: true }));
+  // the notebook's script may begin to listen after the first height was told: it asks again
+  window.addEventListener("message", (event) => {
+    if (event.source === window.parent && event.data && event.data.tinyattn === "height?") {
+      tell({ height: height() });
+    }
+  });
 }

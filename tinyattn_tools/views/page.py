@@ -19,7 +19,10 @@ UNTRUSTED = ("The tinyattn view \u201c{title}\u201d is not shown: this notebook 
              "(JupyterLab: File \u203a Trust Notebook), to see it.")
 # The notebook's side of the frame: its height set to what the page says it needs, and the
 # keyboard taken back from the frame after a click, so that the notebook's own keys (Ctrl+S)
-# still reach it. It stops listening once the frame has left the notebook's page.
+# still reach it. It stops listening once the frame has left the notebook's page. A notebook may
+# run this script after the page in the frame has told its first height (JupyterLab and Notebook
+# 7 do, now and then, when they open a notebook whose outputs are saved): so it asks the page for
+# its height once it listens, and again when the page has loaded, whichever comes last.
 HOST_SCRIPT = """(function () {
   var frame = document.getElementById("%s");
   function heard(event) {
@@ -31,7 +34,12 @@ HOST_SCRIPT = """(function () {
     if (event.data.height) frame.style.height = event.data.height + "px";
     if (event.data.release && document.activeElement === frame) frame.blur();
   }
+  function ask() {
+    if (frame.contentWindow) frame.contentWindow.postMessage({ tinyattn: "height?" }, "*");
+  }
   window.addEventListener("message", heard);
+  frame.addEventListener("load", ask);
+  ask();
 })();"""
 
 
