@@ -1,8 +1,8 @@
-"""The views in real notebook front-ends: JupyterLab 4 and Notebook 7 (one Jupyter server, two
-front-ends), and nbconvert's HTML export, opened in the headless Chromium the tests drive
-(tests/browser.py).
+"""The views in real notebook front-ends: JupyterLab 4, Notebook 7 and nbclassic (one Jupyter
+server, three front-ends), and nbconvert's HTML export, opened in the headless Chromium the tests
+drive (tests/browser.py).
 
-    pip install jupyterlab notebook      # this script alone needs them: not in the dev extra
+    pip install jupyterlab notebook nbclassic   # this script alone needs them: not in dev
     python dev/notebook_frontends.py
 
 The test suite checks the views in a host page that does what a notebook does
@@ -50,8 +50,14 @@ viz.graph_view(loss)""",
     """weights = F.softmax(ta.tensor(np.random.default_rng(1).standard_normal((2, 5, 5))), axis=-1)
 viz.attention_view(["the", "cat", "sat", "on", "it"], weights)""",
 ]
-FRONT_ENDS = {"JupyterLab": "lab/tree/views.ipynb", "Notebook 7": "notebooks/views.ipynb"}
-OUTPUTS = ".jp-OutputArea-output"                      # an output, in both front-ends
+# {front-end: (the notebook's path on the server, an output's selector, a code cell's editor's)}
+FRONT_ENDS = {
+    "JupyterLab": ("lab/tree/views.ipynb", ".jp-OutputArea-output",
+                   ".jp-CodeCell .jp-InputArea-editor"),
+    "Notebook 7": ("notebooks/views.ipynb", ".jp-OutputArea-output",
+                   ".jp-CodeCell .jp-InputArea-editor"),
+    "nbclassic": ("nbclassic/notebooks/views.ipynb", ".output_subarea", ".code_cell .CodeMirror"),
+}
 
 
 def executed_notebook(folder):
@@ -92,18 +98,18 @@ def jupyter_server(folder):
         server.wait(30)
 
 
-def view_frames(chromium):
-    return chromium.find_all(f"{OUTPUTS} iframe[title]")
+def view_frames(chromium, outputs):
+    return chromium.find_all(f"{outputs} iframe[title]")
 
 
-def hints(chromium):
-    return [p.text for p in chromium.find_all(f"{OUTPUTS} p")
+def hints(chromium, outputs):
+    return [p.text for p in chromium.find_all(f"{outputs} p")
             if "not trusted" in p.text and p.is_displayed()]
 
 
-def open_notebook(chromium, url):
+def open_notebook(chromium, url, outputs):
     chromium.driver.get(url)
-    chromium.wait_until(f"return document.querySelectorAll('{OUTPUTS}').length >= 2", 60)
+    chromium.wait_until(f"return document.querySelectorAll('{outputs}').length >= 2", 60)
     time.sleep(2)                      # the outputs are rendered, and sanitized, after they exist
 
 
@@ -131,18 +137,17 @@ def heights(frames):
     return [frame.size["height"] for frame in frames]
 
 
-def run_first_cell_again(chromium):
+def run_first_cell_again(chromium, outputs, editor):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
-    cell = chromium.find_all(".jp-CodeCell .jp-InputArea-editor")[0]
-    cell.click()
+    chromium.find_all(editor)[0].click()
     ActionChains(chromium.driver).key_down(Keys.CONTROL).send_keys(Keys.ENTER) \
         .key_up(Keys.CONTROL).perform()
-    chromium.wait_until(f"return document.querySelectorAll('{OUTPUTS} iframe[title]').length "
+    chromium.wait_until(f"return document.querySelectorAll('{outputs} iframe[title]').length "
                         f">= 1", 90)
 
 
-def check(front_end, server, path, notebook, chromium):
+def check(front_end, server, notebook, chromium):
     passed = []
     off_machine = []
 
@@ -154,12 +159,13 @@ def check(front_end, server, path, notebook, chromium):
         off_machine.extend(url for url in chromium.requests() if not url.startswith(
             (server, server.replace("http", "ws", 1), "data:", "about:", "blob:", "chrome")))
 
-    open_notebook(chromium, server + path)
-    frames, shown = view_frames(chromium), hints(chromium)
+    path, outputs, editor = FRONT_ENDS[front_end]
+    open_notebook(chromium, server + path, outputs)
+    frames, shown = view_frames(chromium, outputs), hints(chromium, outputs)
     note("untrusted", not frames and len(shown) == 2,
          f"{len(frames)} view frames, {len(shown)} hint lines: {(shown or [''])[0][:60]}...")
-    run_first_cell_again(chromium)
-    frames = view_frames(chromium)
+    run_first_cell_again(chromium, outputs, editor)
+    frames = view_frames(chromium, outputs)
     ready, fits = drawn(chromium, frames[0]) if frames else (False, False)
     note("run again", ready and fits, f"the graph view drew, its frame {heights(frames[:1])} px "
                                       f"high, fitting its page: {fits} (unsized: "
@@ -167,8 +173,8 @@ def check(front_end, server, path, notebook, chromium):
     collect_off_machine_requests()
     subprocess.run([sys.executable, "-m", "jupyter", "trust", str(notebook)], check=True,
                    capture_output=True)
-    open_notebook(chromium, server + path)
-    frames = view_frames(chromium)
+    open_notebook(chromium, server + path, outputs)
+    frames = view_frames(chromium, outputs)
     states = [drawn(chromium, frame) for frame in frames]
     note("trusted", len(frames) == 2 and all(ready and fits for ready, fits in states),
          f"{sum(ready for ready, _ in states)} views drew, frames {heights(frames)} px high, "
@@ -208,13 +214,13 @@ def check_nbconvert(notebook, chromium):
 
 def main():
     results = []
-    for front_end, path in FRONT_ENDS.items():
+    for front_end in FRONT_ENDS:
         with tempfile.TemporaryDirectory() as folder:
             notebook = executed_notebook(pathlib.Path(folder))
             chromium = browser.start()
             try:
                 with jupyter_server(folder) as server:
-                    results.append(check(front_end, server, path, notebook, chromium))
+                    results.append(check(front_end, server, notebook, chromium))
                 if front_end == "JupyterLab":
                     results.append(check_nbconvert(notebook, chromium))
             finally:
@@ -222,7 +228,8 @@ def main():
     versions = subprocess.run([sys.executable, "-m", "jupyter", "--version"], capture_output=True,
                               text=True).stdout.split("\n")
     print("; ".join(line.strip() for line in versions
-                    if line.split(":")[0].strip() in ("jupyterlab", "notebook", "nbconvert")))
+                    if line.split(":")[0].strip() in ("jupyterlab", "notebook", "nbclassic",
+                                                      "nbconvert")))
     return 0 if all(results) else 1
 
 

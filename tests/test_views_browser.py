@@ -265,6 +265,19 @@ def test_a_frame_fits_its_view_when_the_notebook_listens_late(chromium, tmp_path
     chromium.wait_until(f"return {frame}.clientHeight === {height}")
 
 
+def test_a_frame_fits_its_view_under_a_notebooks_border_box_style(chromium, tmp_path):
+    """nbclassic's style sheet makes every box border-box, which would take the frame's borders
+    out of the height the page asked for (found by dev/notebook_frontends.py)."""
+    page = notebook(viz.attention_view(list("abc"), np.eye(3)[None]), tmp_path / "boxes.html")
+    page.write_text(page.read_text(encoding="utf-8").replace(
+        "<body>", "<body><style>* { box-sizing: border-box; }</style>"), encoding="utf-8")
+    chromium.open(page, frame="iframe")
+    height = chromium.run("return Math.ceil(document.documentElement.getBoundingClientRect()"
+                          ".height)")
+    chromium.driver.switch_to.default_content()
+    chromium.wait_until(f"return document.querySelector('iframe').clientHeight === {height}")
+
+
 def test_a_click_in_the_view_gives_the_keyboard_back_to_the_notebook(chromium, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys

@@ -59,7 +59,9 @@ class View:
         removed by the front-end's sanitizer, and the line, which says how to see the view,
         is what is left;
       * the page posts its height to the notebook (`postMessage`) and a small script beside the
-        frame sets the frame's height to it, so that nothing is cut and no space is wasted;
+        frame sets the frame's height to it, so that nothing is cut and no space is wasted (the
+        frame says box-sizing: content-box, so that its height is the page's whatever the
+        notebook's style sheet says: nbclassic's makes every box border-box, which cut 2 px);
       * after a click in the page, the same script takes the keyboard back from the frame, so
         that the notebook's shortcuts (Ctrl+S, Shift+Enter) keep working.
     """
@@ -84,7 +86,7 @@ class View:
                 f'<iframe id="{frame}" srcdoc="{html.escape(self.html, quote=True)}" title="'
                 f'{html.escape(self.title, quote=True)}" sandbox="allow-scripts" '
                 f'style="grid-area: 1 / 1; z-index: 1; width: 100%; height: {NOTEBOOK_HEIGHT}px; '
-                f'border: 1px solid #ddd; background: #fff"></iframe>'
+                f'box-sizing: content-box; border: 1px solid #ddd; background: #fff"></iframe>'
                 f"<script>{HOST_SCRIPT % frame}</script></div>")
 
     def __repr__(self):
