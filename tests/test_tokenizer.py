@@ -88,13 +88,17 @@ def test_bytes_to_unicode_gives_each_byte_a_printable_character_of_its_own():
     assert sum(table[byte] == chr(byte) for byte in range(256)) == 188
 
 
-def test_the_letter_number_and_whitespace_classes_are_the_regex_packages():
-    """Over every code point this Python's unicodedata has assigned (the `regex` package may
-    know a newer Unicode version, whose new characters this Python does not classify)."""
+def test_the_unicode_classes_and_whitespace_are_the_regex_packages():
+    """Letters, numbers (chapter 3), punctuation, symbols and marks (chapter 5's DeepSeek-V3), and
+    whitespace, over every code point this Python's unicodedata has assigned (the `regex`
+    package may know a newer Unicode version, whose new characters this Python does not
+    classify)."""
     regex = pytest.importorskip("regex", reason="a test-only reference")
     assigned = "".join(chr(code) for code in range(sys.maxunicode + 1)
                        if unicodedata.category(chr(code)) not in ("Cn", "Cs"))
     for ours, theirs in [(unicode_ranges("L"), r"\p{L}"), (unicode_ranges("N"), r"\p{N}"),
+                         (unicode_ranges("P"), r"\p{P}"), (unicode_ranges("S"), r"\p{S}"),
+                         (unicode_ranges("M"), r"\p{M}"),             # chapter 5's DeepSeek-V3
                          (WHITESPACE, r"\s")]:
         assert re.findall(f"[{ours}]", assigned) == regex.findall(theirs, assigned), theirs
 
