@@ -16,10 +16,10 @@ classes spelled out as chapter 3 spells them ({L} letters, {N} numbers, {S} whit
              |\s*[\r\n]+|\s+(?!\S)|\s+          (\p{P} punctuation, \p{S} symbols, \p{M} marks;
              [!-/:-@[-`{-~] is the file's list of ASCII's 32 punctuation characters, as ranges)
 
-SmolLM's tokenizer (SmolLM2) splits digits first, each one a word, and runs GPT-2's pattern on the
-text between them (`SingleDigitsThen`, at the end of this file: its docstring shows the words).
-DeepSeek-V3's runs three patterns in turn, each on the pieces the one before left
-(`deepseek_v3_pre_tokenizer`, below it).
+Two tokenizers run patterns in turn, each on the pieces the one before left (`InTurn`, below
+the patterns): SmolLM's (SmolLM2) splits digits first, each one a word, and runs GPT-2's pattern
+on the text between them (`SingleDigitsThen`: its docstring shows the words); DeepSeek-V3's runs
+three patterns (`deepseek_v3_pre_tokenizer`, at the end of this file).
 
 Where they differ, shown on one text (`words` is `pre_tokenizer.findall`):
 
@@ -94,40 +94,6 @@ DEEPSEEK_V3 = (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
                "|\\s*[\r\n]+|\\s+(?!\\S)|\\s+")
 
 
-
-class SingleDigitsThen:
-    r"""Every number character a word of its own, and `pattern` (a compiled pattern) on each
-    stretch of text between them: `tokenizers`' Digits pre-tokenizer with individual_digits,
-    followed by a pattern. SmolLM's tokenizer is this before GPT-2's pattern, which the
-    tokenizer.json writes as a Sequence of {"type": "Digits", "individual_digits": true} and
-    a ByteLevel with use_regex.
-
-    The pattern runs on each stretch alone, so a digit ends a stretch as the end of the text
-    does: the space before a number is a word of its own (GPT-2 keeps " 12" whole), and so is
-    a run of spaces, which GPT-2 cuts before its last space when a word follows:
-
-    >>> text = "x  12 ab3"
-    >>> pre_tokenizer().findall(text)                  # GPT-2's, chapter 3's
-    ['x', ' ', ' 12', ' ab', '3']
-    >>> SingleDigitsThen(pre_tokenizer()).findall(text)
-    ['x', '  ', '1', '2', ' ab', '3']
-
-    A number character is one of Unicode's N categories, as `tokenizers`' (Rust's
-    `char::is_numeric`), from this Python's Unicode version, which may be older than Rust's.
-    """
-
-    def __init__(self, pattern):
-        self.pattern = pattern
-        self.digit = re.compile(f"([{unicode_ranges('N')}])")      # kept by split: (...)
-
-    def findall(self, text):
-        words = []
-        for i, piece in enumerate(self.digit.split(text)):          # stretch, digit, stretch, ...
-            words.extend([piece] if i % 2 else self.pattern.findall(piece))
-        return words
-
-
-
 class InTurn:
     r"""Patterns run in turn, each on the pieces the one before left: `tokenizers`' Sequence of
     Split pre-tokenizers with "Isolated" behaviour. A pattern cuts a piece into its matches and
@@ -158,6 +124,31 @@ def isolated(pattern, text):
         pieces.append(match.group())
         end = match.end()
     return pieces + ([text[end:]] if end < len(text) else [])
+
+
+class SingleDigitsThen(InTurn):
+    r"""Every number character a word of its own, and `pattern` (a compiled pattern) on each
+    stretch of text between them: `tokenizers`' Digits pre-tokenizer with individual_digits,
+    followed by a pattern, which is two patterns in turn (InTurn), a single digit the first.
+    SmolLM's tokenizer is this before GPT-2's pattern, which the tokenizer.json writes as a
+    Sequence of {"type": "Digits", "individual_digits": true} and a ByteLevel with use_regex.
+
+    The pattern runs on each stretch alone, so a digit ends a stretch as the end of the text
+    does: the space before a number is a word of its own (GPT-2 keeps " 12" whole), and so is
+    a run of spaces, which GPT-2 cuts before its last space when a word follows:
+
+    >>> text = "x  12 ab3"
+    >>> pre_tokenizer().findall(text)                  # GPT-2's, chapter 3's
+    ['x', ' ', ' 12', ' ab', '3']
+    >>> SingleDigitsThen(pre_tokenizer()).findall(text)
+    ['x', '  ', '1', '2', ' ab', '3']
+
+    A number character is one of Unicode's N categories, as `tokenizers`' (Rust's
+    `char::is_numeric`), from this Python's Unicode version, which may be older than Rust's.
+    """
+
+    def __init__(self, pattern):
+        super().__init__(re.compile(f"[{unicode_ranges('N')}]"), pattern)   # a digit, then it
 
 
 @functools.cache

@@ -198,10 +198,10 @@ def load_balancing_loss(layers):
 
     so the f sum to k (each row, a token, goes to k experts) and the P to 1; a router spreading
     its tokens and its probabilities evenly scores k, one that sends everything to the same k
-    experts with all its probability on them scores n. The gradient reaches each router through P alone (f counts a
-    choice: a constant). In training, router_aux_loss_coef (config.json: 0.001 in Qwen3-MoE's
-    releases) times it is added to the language-model loss. Pooled, the product f_e P_e mixes
-    the layers: it is not the mean of each layer's own loss."""
+    experts with all its probability on them scores n. The gradient reaches each router through
+    P alone (f counts a choice: a constant). In training, router_aux_loss_coef (config.json:
+    0.001 in Qwen3-MoE's releases) times it is added to the language-model loss. Pooled, the
+    product f_e P_e mixes the layers: it is not the mean of each layer's own loss."""
     n = layers[0].num_experts
     counts = sum(np.bincount(layer.selected_experts.ravel(), minlength=n)
                  for layer in layers)                                   # (n,) over every layer

@@ -33,9 +33,8 @@ from tinyattn.ops import concatenate
 class SinkLayerCache(LayerCache):
     """One grouped-query layer's keys and values (B, K, S, D), held as the decoder's LayerCache
     (nn/open_decoder.py) holds them, in `keys` and `values` (its batch_size and nbytes), but kept
-    otherwise: the first `sinks` tokens', then the
-    `window` - 1 newest; `frequencies` are the layer's rotary frequencies (D/2,), with which the
-    sinks' keys are moved next to the window."""
+    otherwise: the first `sinks` tokens', then the `window` - 1 newest; `frequencies` are the
+    layer's rotary frequencies (D/2,), with which the sinks' keys are moved next to the window."""
 
     def __init__(self, window, sinks, frequencies):
         super().__init__(window)
