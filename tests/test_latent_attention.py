@@ -143,7 +143,7 @@ def test_it_names_its_activations():
     (lambda: nn.LatentAttention(8, 2, 4, 2, 2, 2, rope_scaling={"rope_type": "yarn"}),
      ValueError, r"^LatentAttention: scaling must be None or a dict with a rope_type of "
                  r"'default', 'linear', 'llama3', got 'yarn'$"),
-    (lambda: latent_attention()(ta.tensor(np.zeros((2, 3, E))), 0, nn.open_decoder.LayerCache()),
+    (lambda: latent_attention()(ta.tensor(np.zeros((2, 3, E))), 0, nn.kv_cache.LayerCache()),
      TypeError, r"^LatentAttention: cache must be a LatentCache \(nn/latent_attention.py\), got "
                 r"LayerCache$"),
     (lambda: latent_attention()(ta.tensor(np.zeros((1, 3, 7)))), ValueError,

@@ -6,7 +6,8 @@ chapter's layers; read the files in this order:
                multi_head_attention, transformer (the block)
     chapter 2  positions (the sinusoidal table as a layer; rotary positions attached to
                attention, and MultiHeadAttention(rope=True)), causal_transformer (a small GPT),
-               generation (generate, and the key/value cache), decoder (self- and
+               kv_cache (one layer's keys and values), generation (generate, and the
+               model's key/value cache), decoder (self- and
                cross-attention), experts (a mixture of experts)
     chapter 3  checkpoints (Module.save and Module.load), pretrained (GPT-2's own files, which
                CausalTransformer.from_pretrained reads and save_pretrained writes)

@@ -41,12 +41,12 @@ from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad
 from tinyattn.nn import open_decoder_checks as checks
 from tinyattn.nn.generation import KVCache, next_tokens, samplable
+from tinyattn.nn.kv_cache import LayerCache
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.module import Module, extends
 from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts, load_balancing_loss
-from tinyattn.ops import concatenate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,39 +296,6 @@ class OpenDecoder(Module):
 
 # ------------------------------------------------------------------------------------------------
 # The key/value cache
-
-class LayerCache:
-    """One attention layer's keys and values so far, (B, K, S, D) each (K: its key/value heads,
-    the whole point of grouped-query attention: the cache is H / K times smaller than with H).
-
-    A full layer keeps every token's; a sliding layer (`window`) keeps the `window` newest only,
-    the most any later query can see (the next token sees window - 1 of them and itself, and
-    transformers keeps only those; keeping the window makes each layer's size its window). Older
-    keys are dropped: a sliding layer's cache, and its memory, stop growing."""
-
-    def __init__(self, window=None):
-        self.window = window
-        self.keys = self.values = None              # tensors (B, K, S, D), once filled
-
-    def extended(self, keys, values):
-        """The cached keys and values followed by the new ones (B, K, T, D) each: (B, K, S + T,
-        D), what the new queries attend to; of those, the layer keeps its window."""
-        if self.keys is not None:
-            keys = concatenate([self.keys, keys], axis=2)               # (B, K, S + T, D)
-            values = concatenate([self.values, values], axis=2)         # (B, K, S + T, D)
-        self.keys, self.values = keys, values
-        if self.window is not None and keys.shape[2] > self.window:
-            self.keys, self.values = keys[:, :, -self.window:], values[:, :, -self.window:]
-        return keys, values
-
-    @property
-    def batch_size(self):
-        return None if self.keys is None else self.keys.shape[0]
-
-    @property
-    def nbytes(self):
-        return 0 if self.keys is None else self.keys.data.nbytes + self.values.data.nbytes
-
 
 class DecoderCache:
     """The keys and values every layer of an OpenDecoder has kept, one LayerCache per block;

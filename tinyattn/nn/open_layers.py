@@ -98,7 +98,7 @@ class GroupedQueryAttention(Module):
     attention_bias gives both).
 
     forward(x, start=0, cache=None) -> (output (B, T, E), weights (B, H, T, S)): the tokens are
-    at positions start, start + 1, ...; `cache` is this layer's LayerCache (nn/open_decoder.py),
+    at positions start, start + 1, ...; `cache` is this layer's LayerCache (nn/kv_cache.py),
     whose keys come before the new ones. The activations it names (`Module.hook`): "q" (B, H, T,
     D) and "k", "v" (B, K, T, D), the new tokens' after rotation (before the cache adds its own),
     "weights" (B, H, T, S), "heads" (B, H, T, D) and "out" (B, T, E).

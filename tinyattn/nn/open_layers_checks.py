@@ -25,7 +25,7 @@ def input_and_cache_fit(self, x, start=0, cache=None):
     if cache is None:
         return
     if not callable(getattr(cache, "extended", None)):
-        raise TypeError(f"cache must be a LayerCache (nn/open_decoder.py), got "
+        raise TypeError(f"cache must be a LayerCache (nn/kv_cache.py), got "
                         f"{type(cache).__name__}")
     if cache.keys is not None and cache.keys.shape[0] != x.shape[0]:
         raise ValueError(f"the cache holds the keys of {cache.keys.shape[0]} sequences, but x is "

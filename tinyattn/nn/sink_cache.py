@@ -26,13 +26,14 @@ that is kept and its own earlier tokens (causal), and the window is cut to size 
 from tinyattn.arguments import at_least, door
 from tinyattn.functional.rotate_half import rope_rotate_half
 from tinyattn.nn import sink_cache_checks as checks
-from tinyattn.nn.open_decoder import DecoderCache, LayerCache
+from tinyattn.nn.kv_cache import LayerCache
+from tinyattn.nn.open_decoder import DecoderCache
 from tinyattn.ops import concatenate
 
 
 class SinkLayerCache(LayerCache):
-    """One grouped-query layer's keys and values (B, K, S, D), held as the decoder's LayerCache
-    (nn/open_decoder.py) holds them, in `keys` and `values` (its batch_size and nbytes), but kept
+    """One grouped-query layer's keys and values (B, K, S, D), held as chapter 2's LayerCache
+    (nn/kv_cache.py) holds them, in `keys` and `values` (its batch_size and nbytes), but kept
     otherwise: the first `sinks` tokens', then the `window` - 1 newest; `frequencies` are the
     layer's rotary frequencies (D/2,), with which the sinks' keys are moved next to the window."""
 

@@ -113,7 +113,7 @@ def cached_attention_step():
     x, = leaves((2, 8, 8))
 
     def step(x, *parameters):
-        cache = nn.open_decoder.LayerCache(window=3)
+        cache = nn.kv_cache.LayerCache(window=3)
         attention(x[:, :6], 0, cache)
         return attention(x[:, 6:], 6, cache)[0]                          # (2, 2, 8)
     return step, [x, *attention.parameters()]

@@ -1,0 +1,42 @@
+"""Chapter 2. One attention layer's key/value cache: the keys and values of the tokens seen so far,
+which the next tokens' queries attend to after their own.
+
+With causal attention a token's key and value depend only on the tokens up to it, so once computed
+they never change: a step of generation computes the new tokens' keys and values alone and puts the
+cached ones in front (`extended`). A layer that sees only a window of recent keys (a sliding layer)
+keeps only that window.
+"""
+from tinyattn.ops import concatenate
+
+
+class LayerCache:
+    """One attention layer's keys and values so far, (B, K, S, D) each (K: its key/value heads,
+    the whole point of grouped-query attention: the cache is H / K times smaller than with H).
+
+    A full layer keeps every token's; a sliding layer (`window`) keeps the `window` newest only,
+    the most any later query can see (the next token sees window - 1 of them and itself, and
+    transformers keeps only those; keeping the window makes each layer's size its window). Older
+    keys are dropped: a sliding layer's cache, and its memory, stop growing."""
+
+    def __init__(self, window=None):
+        self.window = window
+        self.keys = self.values = None              # tensors (B, K, S, D), once filled
+
+    def extended(self, keys, values):
+        """The cached keys and values followed by the new ones (B, K, T, D) each: (B, K, S + T,
+        D), what the new queries attend to; of those, the layer keeps its window."""
+        if self.keys is not None:
+            keys = concatenate([self.keys, keys], axis=2)               # (B, K, S + T, D)
+            values = concatenate([self.values, values], axis=2)         # (B, K, S + T, D)
+        self.keys, self.values = keys, values
+        if self.window is not None and keys.shape[2] > self.window:
+            self.keys, self.values = keys[:, :, -self.window:], values[:, :, -self.window:]
+        return keys, values
+
+    @property
+    def batch_size(self):
+        return None if self.keys is None else self.keys.shape[0]
+
+    @property
+    def nbytes(self):
+        return 0 if self.keys is None else self.keys.data.nbytes + self.values.data.nbytes
