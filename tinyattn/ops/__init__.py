@@ -8,7 +8,7 @@ elu_and_cumsum.py (ELU and the running sum, for linear attention) and flash_atte
 attention fused into one op); chapter 5's rms_norm.py, silu.py, sigmoid.py and rotate_half.py.
 """
 from tinyattn.ops.elementwise import (Add, Sub, Mul, Div, Pow, Neg, Exp, Log, Sqrt, Tanh, Relu,
-                                      Gelu, Where, where)
+                                      Gelu, GeluExact, Where, where)
 from tinyattn.ops.reductions import Sum, Mean, Max
 from tinyattn.ops.shape import (Reshape, Transpose, Index, Concatenate, as_index, unpacked,
                                 concatenate, stack)
