@@ -144,7 +144,8 @@ class WhisperAttention(Module):
                                  computes only its queries
 
     forward(x, memory=None, causal=False, cache=None) -> (output (B, T, E), weights (B, H, T,
-    S)). The activation it names: "weights" (B, H, T, S).
+    S)). The activation it names: "weights" (B, H, T, S). (Transformers and openai/whisper scale
+    the queries, or queries and keys, before the product; scaling the scores after it is equal.)
     """
 
     activations = ("weights",)
