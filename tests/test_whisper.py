@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
-from tinyattn.nn.whisper import FrameConvolution, Whisper, WhisperSettings, sinusoids
+from tinyattn.nn.whisper import (WHISPER_TINY, FrameConvolution, Whisper, WhisperSettings,
+                                 sinusoids)
 from tinyattn.nn.whisper_checkpoints import from_pretrained
 from tinyattn.safetensors import load_safetensors
 
@@ -217,7 +218,8 @@ def test_transformers_reads_what_save_pretrained_writes(tmp_path, tied):
 def test_the_fixture_saved_again_is_the_same(tmp_path, reference):
     model = from_pretrained(FIXTURE)
     model.save_pretrained(tmp_path)
-    ours, theirs = (load_safetensors(folder / "model.safetensors") for folder in (tmp_path, FIXTURE))
+    ours, theirs = (load_safetensors(folder / "model.safetensors")
+                    for folder in (tmp_path, FIXTURE))
     assert ours.keys() == theirs.keys()
     assert all(np.array_equal(ours[name], theirs[name]) for name in ours)
     again = from_pretrained(tmp_path)
@@ -304,3 +306,11 @@ def test_missing_keys_mean_whisper_config_defaults(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     model = from_pretrained(folder)
     assert model.settings == from_pretrained(FIXTURE).settings
+
+
+def test_whisper_tiny_sizes():
+    """WHISPER_TINY builds whisper-tiny's shape: 37,760,640 parameters, as transformers counts
+    WhisperConfig()'s (its defaults are whisper-tiny's), the encoder's positions included."""
+    model = Whisper(WhisperSettings(**WHISPER_TINY), dtype=np.float32)
+    assert sum(p.data.size for p in model.parameters()) == 37_760_640
+    assert model.encoder.positions.shape == (1500, 384) and len(model.decoder.blocks) == 4

@@ -41,7 +41,7 @@ from tinyattn.nn.layers import Embedding, LayerNorm, Linear
 from tinyattn.nn.module import Module, Parameter, uniform
 from tinyattn.ops import concatenate, stack
 
-# openai/whisper-tiny's config.json, in WhisperSettings' names: 39 M parameters
+# openai/whisper-tiny's config.json in WhisperSettings' names: 37,760,640 parameters
 WHISPER_TINY = dict(vocab_size=51865, num_mel_bins=80, d_model=384, encoder_layers=4,
                     encoder_heads=6, encoder_ffn_dim=1536, decoder_layers=4, decoder_heads=6,
                     decoder_ffn_dim=1536, max_source_positions=1500, max_target_positions=448,
