@@ -314,3 +314,23 @@ def test_whisper_tiny_sizes():
     model = Whisper(WhisperSettings(**WHISPER_TINY), dtype=np.float32)
     assert sum(p.data.size for p in model.parameters()) == 37_760_640
     assert model.encoder.positions.shape == (1500, 384) and len(model.decoder.blocks) == 4
+
+
+def test_run_with_cache_names_the_attention_weights_as_transformers_returns_them(reference):
+    """blocks.N.attn.weights of the encoder and decoder and blocks.N.cross_attn.weights equal
+    transformers' encoder_attentions, decoder_attentions and cross_attentions."""
+    torch = pytest.importorskip("torch", reason=REASON)
+    transformers = pytest.importorskip("transformers", reason=REASON)
+    theirs = transformers.WhisperForConditionalGeneration.from_pretrained(
+        FIXTURE, dtype=torch.float64, attn_implementation="eager").eval()
+    features, ids = reference["input_features"].astype(np.float64), reference["decoder_input_ids"]
+    with torch.no_grad():
+        output = theirs(input_features=torch.tensor(features), decoder_input_ids=torch.tensor(ids),
+                        output_attentions=True)
+    _, cache = from_pretrained(FIXTURE, dtype=np.float64).run_with_cache(features, ids)
+    for i in range(2):
+        for ours, their in ((f"encoder.blocks.{i}.attn.weights", output.encoder_attentions[i]),
+                            (f"decoder.blocks.{i}.attn.weights", output.decoder_attentions[i]),
+                            (f"decoder.blocks.{i}.cross_attn.weights",
+                             output.cross_attentions[i])):
+            np.testing.assert_allclose(cache[ours], their.numpy(), rtol=0, atol=1e-12)

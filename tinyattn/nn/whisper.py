@@ -288,7 +288,11 @@ class Whisper(Module):
     """Whisper: log-mel features (B, M, 2N) and decoder token ids (B, T) -> logits (B, T,
     vocab_size), as transformers' WhisperForConditionalGeneration computes them. `settings` is
     a WhisperSettings (WHISPER_TINY: whisper-tiny's sizes); the parameters take `dtype`
-    (default float64) and start as PyTorch's layers start."""
+    (default float64) and start as PyTorch's layers start.
+
+    The activations it names are the attention weights: "encoder.blocks.N.attn.weights" (B, H,
+    N, N), "decoder.blocks.N.attn.weights" (B, H, T, T) and "decoder.blocks.N.cross_attn.weights"
+    (B, H, T, N), transformers' encoder_attentions, decoder_attentions and cross_attentions."""
 
     config = None       # the config.json it was read from (from_pretrained), if it was
 
