@@ -237,6 +237,13 @@ def test_float32_end_to_end(reference):
     assert audio.dtype == np.float32 and audio.shape == (2, 16, 32)
 
 
+def filled(model):
+    """`model` with a WhisperCache holding 3 tokens of 2 sequences (model.cache)."""
+    model.cache = model.empty_cache()
+    model.decoder(np.array([[8, 1, 2], [8, 3, 4]]), ta.tensor(np.zeros((2, 4, 8))), model.cache)
+    return model
+
+
 FEATURES = np.zeros((2, 4, 8))
 IDS = np.array([[8, 1], [8, 2]])
 
@@ -254,6 +261,29 @@ IDS = np.array([[8, 1], [8, 2]])
     (lambda m: m(FEATURES, np.array([8, 1])), ValueError, r"\(B, T\)"),
     (lambda m: m.generate(FEATURES, IDS, 7), ValueError, "2 tokens and 7 new ones .* 8 positions"),
     (lambda m: m.generate(FEATURES, IDS, -1), ValueError, "max_new_tokens must be at least 0"),
+    (lambda m: m.encoder(np.zeros((1, 4, 6))), ValueError, r"^AudioEncoder: .*\(B, 4, 8\)"),
+    (lambda m: m.decoder(IDS, ta.tensor(np.zeros((2, 4, 7)))), ValueError,
+     r"^TextDecoder: audio must have shape \(B, 4, 8\), got \(2, 4, 7\)"),
+    (lambda m: m.decoder(IDS, ta.tensor(np.zeros((3, 4, 8)))), ValueError,
+     "a batch of 2 .* input_features of 3"),
+    (lambda m: m.decoder(IDS, ta.tensor(np.zeros((2, 4, 8))), cache=object()), TypeError,
+     "cache must be a WhisperCache of this model"),
+    (lambda m: m.decoder(IDS, ta.tensor(np.zeros((2, 4, 8))), cache=tiny_model().empty_cache()),
+     TypeError, "cache must be a WhisperCache of this model"),
+    (lambda m: filled(m).decoder(np.zeros((2, 6), dtype=int), ta.tensor(np.zeros((2, 4, 8))),
+                                 cache=m.cache), ValueError,
+     "3 cached tokens and 6 tokens are more than the decoder's 8 positions"),
+    (lambda m: filled(m).decoder(IDS[:1], ta.tensor(np.zeros((1, 4, 8))), cache=m.cache),
+     ValueError, "cache holds the keys of 2 sequences, but the input is a batch of 1"),
+    (lambda m: m.decoder.blocks[0].cross_attn(ta.tensor(np.zeros((2, 3, 8))),
+                                             ta.tensor(np.zeros((2, 4, 8))), causal=True),
+     ValueError, "^WhisperAttention: causal applies to self-attention"),
+    (lambda m: m.decoder.blocks[0].attn(ta.tensor(np.zeros((2, 3, 8))), cache=[]), TypeError,
+     "cache must be a LayerCache"),
+    (lambda m: m.encoder.conv1(ta.tensor(np.zeros((2, 8, 5)))), ValueError,
+     r"^FrameConvolution: x must have shape \(B, T, 4\)"),
+    (lambda m: m.encoder.blocks[0](ta.tensor(np.zeros((2, 4, 8), dtype=np.float32))), TypeError,
+     "float32 but the layer's parameters are float64"),
 ])
 def test_refusals(call, error, message):
     with pytest.raises(error, match=message):

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn.arguments import at_least, door, floating_dtype
+from tinyattn.arguments import at_least, door, floating_dtype, optional
 from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad, tensor
 from tinyattn.functional.scaled_dot_product import attention_weights, causal_mask
@@ -109,12 +109,15 @@ class FrameConvolution(Module):
     the checkpoint's.
     """
 
+    @door(in_channels=at_least(1), out_channels=at_least(1), stride=at_least(1),
+          dtype=floating_dtype)
     def __init__(self, in_channels, out_channels, stride=1, dtype=None):
         self.in_channels, self.out_channels, self.stride = in_channels, out_channels, stride
         bound = 1.0 / math.sqrt(3 * in_channels)                        # as PyTorch's Conv1d
         self.weight = uniform((out_channels, in_channels, 3), bound, np.dtype(dtype))
         self.bias = uniform((out_channels,), bound, np.dtype(dtype))
 
+    @door(x="(B, T, in_channels)")
     def forward(self, x):
         B, T, C = x.shape
         T_out = (T - 1) // self.stride + 1
@@ -150,6 +153,7 @@ class WhisperAttention(Module):
 
     activations = ("weights",)
 
+    @door(checks.heads_fit, embed_dim=at_least(1), num_heads=at_least(1), dtype=floating_dtype)
     def __init__(self, embed_dim, num_heads, dtype=None):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
@@ -158,6 +162,8 @@ class WhisperAttention(Module):
         self.v_proj = Linear(embed_dim, embed_dim, dtype=dtype)
         self.out_proj = Linear(embed_dim, embed_dim, dtype=dtype)
 
+    @door(checks.attention_inputs_fit, x="(B, T, embed_dim)",
+          memory=optional("(B, S, embed_dim)"), causal=bool)
     def forward(self, x, memory=None, causal=False, cache=None):
         B, T, E = x.shape
         H, D = self.num_heads, self.head_dim
@@ -195,12 +201,14 @@ class EncoderBlock(Module):
     as defined (erf)."""
 
     def __init__(self, embed_dim, num_heads, ffn_dim, dtype=None):
+        self.embed_dim = embed_dim
         self.attn_norm = LayerNorm(embed_dim, dtype=dtype)
         self.attn = WhisperAttention(embed_dim, num_heads, dtype)
         self.mlp_norm = LayerNorm(embed_dim, dtype=dtype)
         self.fc1 = Linear(embed_dim, ffn_dim, dtype=dtype)
         self.fc2 = Linear(ffn_dim, embed_dim, dtype=dtype)
 
+    @door(x="(B, N, embed_dim)")
     def forward(self, x):
         x = x + self.attn(self.attn_norm(x))[0]                                 # (B, N, E)
         hidden = F.gelu(self.fc1(self.mlp_norm(x)), approximate="none")         # (B, N, ffn)
@@ -213,6 +221,7 @@ class DecoderBlock(Module):
     LayerCaches (WhisperCache), or None."""
 
     def __init__(self, embed_dim, num_heads, ffn_dim, dtype=None):
+        self.embed_dim = embed_dim
         self.attn_norm = LayerNorm(embed_dim, dtype=dtype)
         self.attn = WhisperAttention(embed_dim, num_heads, dtype)
         self.cross_norm = LayerNorm(embed_dim, dtype=dtype)
@@ -221,6 +230,7 @@ class DecoderBlock(Module):
         self.fc1 = Linear(embed_dim, ffn_dim, dtype=dtype)
         self.fc2 = Linear(ffn_dim, embed_dim, dtype=dtype)
 
+    @door(checks.block_caches_fit, x="(B, T, embed_dim)", audio="(B, N, embed_dim)")
     def forward(self, x, audio, self_cache=None, cross_cache=None):
         x = x + self.attn(self.attn_norm(x), causal=True, cache=self_cache)[0]      # (B, T, E)
         x = x + self.cross_attn(self.cross_norm(x), audio, cache=cross_cache)[0]    # (B, T, E)
@@ -234,7 +244,7 @@ class AudioEncoder(Module):
     positions (a Parameter that does not learn: requires_grad False), the blocks, a LayerNorm."""
 
     def __init__(self, settings, dtype=None):
-        s = settings
+        s = self.settings = settings
         self.conv1 = FrameConvolution(s.num_mel_bins, s.d_model, stride=1, dtype=dtype)
         self.conv2 = FrameConvolution(s.d_model, s.d_model, stride=2, dtype=dtype)
         self.positions = Parameter(sinusoids(s.max_source_positions, s.d_model).astype(dtype),
@@ -243,8 +253,9 @@ class AudioEncoder(Module):
                        for _ in range(s.encoder_layers)]
         self.norm = LayerNorm(s.d_model, dtype=dtype)
 
-    def forward(self, features):
-        frames = features.transpose(0, 2, 1)                            # (B, 2N, M)
+    @door(checks.encoder_features_fit)
+    def forward(self, input_features):
+        frames = input_features.transpose(0, 2, 1)                      # (B, 2N, M)
         x = F.gelu(self.conv1(frames), approximate="none")              # (B, 2N, E)
         x = F.gelu(self.conv2(x), approximate="none")                   # (B, N, E)
         x = x + self.positions                                          # (B, N, E)
@@ -259,7 +270,7 @@ class TextDecoder(Module):
     itself (tied_head: its gradient sums both uses)."""
 
     def __init__(self, settings, dtype=None):
-        s = settings
+        s = self.settings = settings
         self.embed = Embedding(s.vocab_size, s.d_model, dtype=dtype)
         self.positions = Embedding(s.max_target_positions, s.d_model, dtype=dtype)
         self.blocks = [DecoderBlock(s.d_model, s.decoder_heads, s.decoder_ffn_dim, dtype)
@@ -269,7 +280,9 @@ class TextDecoder(Module):
         if s.tied_head:
             self.head.weight = self.embed.weight                        # (vocab, E)
 
+    @door(checks.decoder_inputs_fit, last_only=bool)
     def forward(self, ids, audio, cache=None, last_only=False):
+        ids = np.asarray(data_of(ids))                                  # (B, T)
         T = ids.shape[1]
         start = 0 if cache is None else len(cache)                      # tokens already seen
         x = self.embed(ids) + self.positions(np.arange(start, start + T))   # (B, T, E)
@@ -307,7 +320,7 @@ class Whisper(Module):
         """The logits (B, T, vocab_size) of each token of decoder_input_ids (B, T) predicting the
         next, given the audio of input_features (B, num_mel_bins, 2 max_source_positions)."""
         audio = self.encoder(input_features)                            # (B, N, E)
-        return self.decoder(np.asarray(data_of(decoder_input_ids)), audio)   # (B, T, vocab)
+        return self.decoder(decoder_input_ids, audio)                   # (B, T, vocab)
 
     @no_grad()
     @door(checks.generation_fits, max_new_tokens=at_least(0))
