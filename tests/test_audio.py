@@ -90,3 +90,9 @@ def test_padding_and_cutting():
 def test_refusals(waveform, kwargs, error, message):
     with pytest.raises(error, match="^log_mel_spectrogram: .*" + message):
         log_mel_spectrogram(waveform, **kwargs)
+
+
+def test_refused_when_called_with_keywords_only():
+    """The door names the function even when no argument is positional."""
+    with pytest.raises(ValueError, match="^log_mel_spectrogram: sampling_rate must be 16000"):
+        log_mel_spectrogram(waveform=np.zeros(3), sampling_rate=8000)
