@@ -364,3 +364,17 @@ def test_run_with_cache_names_the_attention_weights_as_transformers_returns_them
                             (f"decoder.blocks.{i}.cross_attn.weights",
                              output.cross_attentions[i])):
             np.testing.assert_allclose(cache[ours], their.numpy(), rtol=0, atol=1e-12)
+
+
+def test_save_pretrained_refuses_lora_adapters_not_merged(tmp_path):
+    model = tiny_model()
+    ta.nn.add_lora(model, rank=2, targets="*q_proj")
+    with pytest.raises(ValueError, match="^Whisper.save_pretrained: transformers' Whisper has no "
+                                         "place for .*lora_A.*merge_lora"):
+        model.save_pretrained(tmp_path)
+    assert not (tmp_path / "model.safetensors").exists()
+    ta.nn.merge_lora(model)
+    model.save_pretrained(tmp_path)
+    features, ids = np.ones((1, 4, 8)), np.array([[8, 1]])
+    assert np.array_equal(from_pretrained(tmp_path, np.float64)(features, ids).data,
+                          model(features, ids).data)

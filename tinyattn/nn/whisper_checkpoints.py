@@ -198,7 +198,19 @@ def whisper_config(model):
     return config
 
 
+def layout_holds_it(self, folder):
+    """Whisper.save_pretrained: every parameter has a name in transformers' layout (a LoRA
+    adapter has none: merge_lora(model) folds adapters into plain Linear layers first)."""
+    unnamed = [ours for ours in self.state_dict()
+               if re.sub(r"\.blocks\.\d+\.", ".blocks.N.", ours) not in dict(LAYOUT)]
+    if unnamed:
+        raise ValueError(f"transformers' Whisper has no place for {shown(unnamed)} (merge_lora("
+                         f"model) folds LoRA adapters into plain Linear layers; save_lora saves "
+                         f"the adapters alone)")
+
+
 @extends(Whisper)
+@door(layout_holds_it)
 def save_pretrained(self, folder):
     """Write config.json and model.safetensors of this model to `folder` (made if missing) in
     transformers' layout, which `from_pretrained` and transformers'
