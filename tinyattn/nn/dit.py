@@ -53,6 +53,7 @@ import numpy as np
 import tinyattn.functional as F
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.arrays import data_of
+from tinyattn.engine import Tensor
 from tinyattn.nn import dit_checks as checks
 from tinyattn.nn.layers import Embedding, FeedForward, Linear
 from tinyattn.nn.module import Module
@@ -195,7 +196,7 @@ class DiT(Module):
         x = self.patch_embed(F.patchify(latents, p))                          # (B, P, E)
         x = x + patch_positions(E, H // p, W // p, x.dtype)                   # (B, P, E)
         # 2.-3. the blocks, each with its own condition from the same sinusoids
-        sinusoids = timestep_sinusoids(data_of(timesteps), x.dtype)           # (B, 256)
+        sinusoids = Tensor(timestep_sinusoids(data_of(timesteps), x.dtype))   # (B, 256)
         for block in self.blocks:
             x = block(x, sinusoids, class_labels)                             # (B, P, E)
         # 4. out: norm modulated by block 0's condition, then a Linear per patch
