@@ -30,10 +30,13 @@ gain and bias, each block regresses six vectors from c,
 with norm a LayerNorm without parameters. The gates are the "Zero": that Linear starts at zero
 (DiT zero-initialises it, and the output layer's Linears), so at first every gate is 0, and a
 residual branch times a zero gate adds nothing: x + 0 * attn(...) = x. A new block is the
-identity map, and so is a deep stack of them, which is why it trains stably. It still learns:
-dL/dgate = sum of branch(x) * dL/dx, which is not zero, so the gates move on the first step, and
-the branches' own weights learn as soon as their gate is not zero. (The paper found adaLN-Zero
-better than cross-attention to c, in-context tokens or plain adaLN, at the least cost.)
+identity map, and so is a deep stack of them: training starts from a network that passes its
+input through, and each block learns how much to add (as zero-initialised residual branches
+help ResNets, Goyal et al. 2017). It still learns: dL/dgate = the sum over patches of
+branch(...) * dL/dx, not zero once a gradient reaches x (in DiT from the second step: the
+output Linear, zero too, learns first), and the branch's own weights learn as soon as their
+gate is not zero. (The paper found adaLN-Zero better than cross-attention to c, in-context
+tokens or plain adaLN, at the least cost.)
 
 The sizes of DiT-XL/2, the paper's largest (DIT_XL_2 below): 28 layers, 1152 wide (16 heads of
 72), patches of 2 on 32 x 32 x 4 latents (256 tokens), 1000 classes, a learned sigma (8 output
@@ -159,14 +162,15 @@ class DiTBlock(Module):
         self.mlp = FeedForward(E, 4 * E, dtype=dtype)
 
     def forward(self, x, sinusoids, class_labels):
+        B, P, E = x.shape
         x = self.hook("resid_pre", x)                                   # (B, P, E)
         c = self.condition(sinusoids, class_labels)                     # (B, E)
-        E = c.shape[1]
-        modulation = self.modulation(F.silu(c)).reshape(-1, 6, 1, E)    # (B, 6, 1, E)
+        modulation = self.modulation(F.silu(c)).reshape(B, 6, 1, E)     # (B, 6, 1, E)
         shift1, scale1, gate1, shift2, scale2, gate2 = (modulation[:, i] for i in range(6))
+        # x + gate * branch(norm(x) * (1 + scale) + shift), for attention and then the MLP
         h = F.layer_norm(x, eps=ADALN_EPS) * (1.0 + scale1) + shift1    # (B, P, E)
         x = self.hook("resid_mid", x + gate1 * self.attn(h)[0])         # (B, P, E)
-        h = F.layer_norm(x, eps=self.norm_eps) * (1.0 + scale2) + shift2
+        h = F.layer_norm(x, eps=self.norm_eps) * (1.0 + scale2) + shift2    # (B, P, E)
         return self.hook("resid_post", x + gate2 * self.mlp(h))         # (B, P, E)
 
 
