@@ -35,6 +35,7 @@ def test_alphas_cumprod_and_add_noise_are_diffusers(reference, dtype):
     schedule = DDPMSchedule()
     expected = reference[f"alphas_cumprod_{dtype}"]
     assert schedule.alphas_cumprod.shape == (1000,)
+    assert schedule.alphas_cumprod[0] == 1 - 1e-4 and 4.0e-5 < schedule.alphas_cumprod[-1] < 4.1e-5
     assert np.abs(schedule.alphas_cumprod - expected).max() <= tolerance(expected, dtype)
     noisy = schedule.add_noise(reference["latents"].astype(dtype),
                                reference["noise"].astype(dtype), reference["timesteps"])

@@ -34,10 +34,10 @@ and the posterior q(x_{t-1} | x_t, x_0) is Gaussian (eq. 6, 7) with mean and var
     sigma_t^2 = beta_t (1 - abar_{t-1}) / (1 - abar_t)          (the "fixed_small" variance)
 
 so x_{t-1} = mu_t + sigma_t z with z ~ N(0, I), and at t = 0 no noise: x_0 = mu_0 (`step`).
-(Substituting x0_hat gives the paper's Algorithm 2 line, x_{t-1} = (x_t - beta_t /
-sqrt(1 - abar_t) epsilon_theta) / sqrt(alpha_t) + sigma_t z: the same numbers; the form above
-is diffusers', which the numbers are tested against: DDPMScheduler(variance_type=
-"fixed_small", clip_sample=False).) abar_{-1} is 1, and beta_t is computed as
+(Substituting x0_hat gives the paper's mean, eq. 11, and its Algorithm 2 line, x_{t-1} =
+(x_t - beta_t / sqrt(1 - abar_t) epsilon_theta) / sqrt(alpha_t) + sigma_t z: the same numbers;
+the form above is diffusers', which the numbers are tested against: DDPMScheduler(
+variance_type="fixed_small", clip_sample=False).) abar_{-1} is 1, and beta_t is computed as
 1 - abar_t / abar_{t-1}, as diffusers does.
 
 Classifier-free guidance (Ho & Salimans 2022), in `sample`: the network trained sometimes with
