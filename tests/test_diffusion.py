@@ -127,6 +127,29 @@ def test_guidance_of_scale_1_is_no_guidance_and_a_seed_draws_the_same():
     assert np.abs(drawn(4.0) - plain).max() > 1e-3
 
 
+def test_the_training_loss_is_eq_14():
+    """The MSE between the noise drawn and the model's first C channels at x_t, with t and the
+    noise drawn from the generator in that order; gradients reach the model."""
+    settings = DiTSettings(sample_size=4, patch_size=2, in_channels=1, out_channels=2,
+                           num_layers=1, num_heads=2, head_dim=2, num_classes=3)
+    model = DiT(settings, dtype=np.float32)
+    for parameter in model.parameters():
+        parameter.data[...] = 0.3 * np.random.default_rng(1).standard_normal(parameter.shape)
+    schedule = DDPMSchedule()
+    x0 = arrays((3, 1, 4, 4))[0].astype(np.float32)
+    labels = np.array([0, 3, 1])
+    loss = schedule.training_loss(model, x0, labels, np.random.default_rng(7))
+    loss.backward()
+    generator = np.random.default_rng(7)
+    t = generator.integers(0, 1000, 3)
+    noise = generator.standard_normal(x0.shape).astype(np.float32)
+    with ta.no_grad():
+        out = model(ta.tensor(schedule.add_noise(x0, noise, t)), t, labels).data[:, :1]
+    assert loss.dtype == np.float32 and loss.shape == ()
+    np.testing.assert_allclose(loss.item(), ((out - noise) ** 2).mean(), rtol=1e-6)
+    assert np.abs(model.blocks[0].modulation.weight.grad).max() > 0
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda s, a: s.step(a, 1000, a, a), ValueError, r"t must lie in \[0, 1000\)"),
     (lambda s, a: s.step(a, -1, a, a), ValueError, r"t must lie in \[0, 1000\)"),
@@ -144,9 +167,11 @@ def test_guidance_of_scale_1_is_no_guidance_and_a_seed_draws_the_same():
      r"timesteps must be one per row of x0 \(2, 3\)"),
     (lambda s, a: s.add_noise(a, a, np.array([0.0, 1.0])), TypeError,
      "timesteps must be integers"),
+    (lambda s, a: s.training_loss(None, a, np.array([0, 1]), np.random.default_rng(0)),
+     ValueError, r"x0 must have shape \(B, C, H, W\), got \(2, 3\)"),
 ])
 def test_bad_arguments_are_refused(call, error, message):
-    with pytest.raises(error, match=f"DDPMSchedule.(step|add_noise): {message}"):
+    with pytest.raises(error, match=f"DDPMSchedule.(step|add_noise|training_loss): {message}"):
         call(DDPMSchedule(), np.zeros((2, 3)))
 
 

@@ -128,6 +128,16 @@ def test_a_new_block_is_the_identity_and_its_gates_learn():
     np.testing.assert_array_equal(x.grad, arrays((2, 4, E), seed=2)[0])
 
 
+def test_each_blocks_attention_can_be_read_by_name():
+    model = dit_checkpoints.from_pretrained(FIXTURE)
+    with ta.no_grad():
+        _, cache = model.run_with_cache(ta.tensor(np.zeros((2, 4, 8, 8), np.float32)),
+                                        np.array([3, 4]), np.array([1, 10]),
+                                        names=["blocks.1.attn.weights", "blocks.0.resid_post"])
+    assert cache["blocks.1.attn.weights"].shape == (2, 2, 16, 16)       # (B, H, P, P)
+    assert cache["blocks.0.resid_post"].shape == (2, 16, 16)            # (B, P, E)
+
+
 def test_a_new_model_predicts_zero():
     ta.manual_seed(0)
     model = DiT(TINY)

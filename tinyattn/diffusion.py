@@ -19,8 +19,8 @@ noise was added: draw x_0 from the data, t uniformly, epsilon from N(0, I), and 
 
     L = || epsilon - epsilon_theta(sqrt(abar_t) x_0 + sqrt(1 - abar_t) epsilon, t) ||^2
 
-the mean squared error between the model's output and the noise (the training loss of a demo;
-DiT, nn/dit.py, is such a network, told a class label too).
+the mean squared error between the model's output and the noise (`training_loss`, the
+paper's Algorithm 1; DiT, nn/dit.py, is such a network, told a class label too).
 
 Ancestral sampling (Algorithm 2) runs the process backwards. From x_t and the predicted noise,
 the image it implies is (eq. 15)
@@ -103,6 +103,22 @@ class DDPMSchedule:
         # ... and its variance, beta_t (1 - abar_{t-1}) / (1 - abar_t)
         variance = beta_t * (1.0 - abar_prev) / (1.0 - abar_t)
         return kind_of(sample, mean + math.sqrt(variance) * data_of(noise))
+
+    @door(checks.training_fits)
+    def training_loss(self, model, x0, class_labels, generator):
+        """Algorithm 1's loss on a batch x0 (B, C, H, W), L_simple (eq. 14): t drawn uniformly
+        from [0, T) and epsilon from N(0, I) for each image (from the NumPy `generator`), x_t
+        by `add_noise`, and the mean squared error between epsilon and the model's first C
+        output channels at (x_t, t, class_labels), a Tensor to call backward on. (To train for
+        classifier-free guidance, pass some images with the null class, as DiT drops 10% of
+        its labels.)"""
+        x0 = data_of(x0)
+        B, C = x0.shape[:2]
+        t = generator.integers(0, self.num_train_timesteps, B)                # (B,)
+        epsilon = generator.standard_normal(x0.shape).astype(x0.dtype)        # (B, C, H, W)
+        x_t = self.add_noise(x0, epsilon, t)                                  # eq. 4
+        predicted = model(tensor(x_t), t, class_labels)[:, :C]                # (B, C, H, W)
+        return ((predicted - epsilon) ** 2).mean()
 
     @door(checks.sampling_fits, guidance_scale=optional(between(0)))
     def sample(self, model, shape, class_labels, generator, guidance_scale=None):

@@ -76,10 +76,28 @@ def sampling_fits(self, model, shape, class_labels, generator, guidance_scale):
                    for size in shape)):
         raise ValueError(f"shape must be a tuple of four positive sizes (B, C, H, W), got "
                          f"{shape!r}")
+    labels_fit(class_labels, shape[0])
+    generator_fits(generator)
+
+
+def training_fits(self, model, x0, class_labels, generator):
+    """DDPMSchedule.training_loss: x0 (B, C, H, W) floating point; class_labels B integers;
+    generator a NumPy Generator."""
+    array = floating("x0", x0)
+    if array.ndim != 4:
+        raise ValueError(f"x0 must have shape (B, C, H, W), got {array.shape}")
+    labels_fit(class_labels, array.shape[0])
+    generator_fits(generator)
+
+
+def labels_fit(class_labels, count):
     labels = np.asarray(data_of(class_labels))
-    if labels.dtype.kind not in "iu" or labels.shape != shape[:1]:
-        raise ValueError(f"class_labels must be {shape[0]} integers, one per image, got "
+    if labels.dtype.kind not in "iu" or labels.shape != (count,):
+        raise ValueError(f"class_labels must be {count} integers, one per image, got "
                          f"{labels.dtype} {labels.shape}")
+
+
+def generator_fits(generator):
     if not isinstance(generator, np.random.Generator):
         raise TypeError(f"generator must be a NumPy Generator (np.random.default_rng(seed)), "
                         f"got {type(generator).__name__}")
