@@ -218,12 +218,26 @@ def test_a_missing_key_means_diffusers_default():
     ("attention_bias", False, "attention_bias False"),
     ("dropout", 0.1, "dropout 0.1"),
     ("num_embeds_ada_norm", None, "num_embeds_ada_norm null"),
-    ("_class_name", "Transformer2DModel", "_class_name is 'Transformer2DModel'"),
+    ("_class_name", "UNet2DModel", "_class_name is 'UNet2DModel'"),
     ("patch_size", 3, "config.json gives sizes DiT cannot run: settings.patch_size 3"),
 ])
 def test_what_dit_does_not_compute_is_refused_by_name(tmp_path, key, value, message):
     folder = copy_of(tmp_path, lambda config: config.update({key: value}))
     with pytest.raises(ValueError, match=f"from_pretrained: the folder .*{message}"):
+        dit_checkpoints.from_pretrained(folder)
+
+
+def test_dits_first_class_name_is_read_as_diffusers_reads_it(tmp_path, reference):
+    """facebook/DiT-XL-2-256's config.json says Transformer2DModel, which diffusers remaps to
+    DiTTransformer2DModel when norm_type is ada_norm_zero (and refuses to read as DiT else)."""
+    folder = copy_of(tmp_path, lambda config: config.update(_class_name="Transformer2DModel"))
+    model = dit_checkpoints.from_pretrained(folder, dtype=np.float64)
+    assert np.abs(sample_of(model, reference, "float64") - reference["sample_float64"]).max() \
+        <= tolerance(reference["sample_float64"], "float64")
+    config = json.loads((folder / "config.json").read_text())
+    del config["norm_type"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="_class_name is 'Transformer2DModel', not "):
         dit_checkpoints.from_pretrained(folder)
 
 

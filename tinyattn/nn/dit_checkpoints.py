@@ -4,7 +4,9 @@ reads to the same numbers.
 
 A diffusers model folder holds config.json, whose `_class_name` is "DiTTransformer2DModel", and
 diffusion_pytorch_model.safetensors. (A pipeline folder, as facebook/DiT-XL-2-256 on the hub,
-has model_index.json and the model in its transformer/ folder: that folder is read.) A key the
+has model_index.json and the model in its transformer/ folder: that folder is read. Its
+config.json names the class DiT was first published as, "Transformer2DModel", with norm_type
+"ada_norm_zero", which diffusers reads as a DiTTransformer2DModel: so does this file.) A key the
 config leaves out means diffusers' default (DEFAULTS: DiT-XL/2's sizes); `out_channels: null`
 means in_channels. What the model does not compute is refused by name, never approximated: a
 norm_type other than "ada_norm_zero", norms with an elementwise affine, an activation other than
@@ -31,6 +33,7 @@ from tinyattn.nn.pretrained import shown
 from tinyattn.safetensors import load_safetensors, replaced_atomically, save_safetensors
 
 CLASS_NAME = "DiTTransformer2DModel"
+FIRST_CLASS_NAME = "Transformer2DModel"     # read as DiT with norm_type "ada_norm_zero"
 WEIGHTS = "diffusion_pytorch_model.safetensors"
 DIFFUSERS_VERSION = "0.42.1"        # the version that wrote and read the test fixture
 
@@ -105,9 +108,12 @@ def model_folder(folder):
 def settings_from_config(config, folder):
     """The DiTSettings of a diffusers DiTTransformer2DModel config.json, its missing keys
     diffusers' defaults; a ValueError listing everything in it the model does not compute."""
-    if config.get("_class_name") != CLASS_NAME:
-        raise ValueError(f"the folder {folder!r}: config.json's _class_name is "
-                         f"{config.get('_class_name')!r}, not {CLASS_NAME!r}")
+    name = config.get("_class_name")
+    if not (name == CLASS_NAME
+            or name == FIRST_CLASS_NAME and config.get("norm_type") == "ada_norm_zero"):
+        raise ValueError(f"the folder {folder!r}: config.json's _class_name is {name!r}, not "
+                         f"{CLASS_NAME!r} (nor {FIRST_CLASS_NAME!r} with norm_type "
+                         f"'ada_norm_zero', DiT's first name)")
     given = {**DEFAULTS, **config}
     refused = [f"{key} {given[key]!r} (implemented: {value!r})"
                for key, value in COMPUTED.items() if given[key] != value]
