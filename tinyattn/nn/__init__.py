@@ -23,7 +23,9 @@ chapter's layers; read the files in this order:
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
     chapter 6  whisper (speech to text: Whisper's encoder of audio frames, its decoder with
-               cross-attention and a cache of both attentions), whisper_checkpoints (its files)
+               cross-attention and a cache of both attentions), whisper_checkpoints (its files),
+               dit (DiT, a diffusion transformer: adaLN-Zero blocks over latent patches),
+               dit_checkpoints (its diffusers folders: from_pretrained, save_pretrained)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -48,6 +50,8 @@ from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
 from tinyattn.nn.whisper import Whisper, WhisperSettings, WhisperCache
 from tinyattn.nn import whisper_checkpoints  # noqa: F401  (Whisper.save_pretrained, from_pretrained)
+from tinyattn.nn.dit import DiT, DiTSettings
+from tinyattn.nn import dit_checkpoints  # noqa: F401  (DiT.save_pretrained, its from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -57,4 +61,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
            "DecoderCache", "from_pretrained", "SinkCache",
-           "Whisper", "WhisperSettings", "WhisperCache"]
+           "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings"]
