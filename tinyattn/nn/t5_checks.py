@@ -14,9 +14,10 @@ FEED_FORWARDS = ("relu", "gated-gelu")      # T5's, T5 v1.1's (config.json's fee
 
 
 def settings_fit(self, settings, dtype=None):
-    """T5: settings is a T5Settings of positive integer sizes, at least 4 buckets (2 exact ones
-    in each half of the encoder's) reaching farther than the exact ones, a known feed-forward,
-    and token ids in the vocabulary."""
+    """T5: settings is a T5Settings of positive integer sizes, at least 4 buckets (an exact one
+    in each half of the encoder's) reaching farther than the decoder's exact ones (else the
+    logarithmic buckets divide by log 1 = 0), a known feed-forward, and token ids in the
+    vocabulary."""
     if type(settings).__name__ != "T5Settings":
         raise TypeError(f"settings must be a T5Settings, got {type(settings).__name__}")
     for name in SIZES:
@@ -24,10 +25,10 @@ def settings_fit(self, settings, dtype=None):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"settings.{name} must be an integer of at least 1, got {value!r}")
     buckets = settings.relative_attention_num_buckets
-    if buckets < 4 or settings.relative_attention_max_distance <= buckets // 4:
+    if buckets < 4 or settings.relative_attention_max_distance <= buckets // 2:
         raise ValueError(f"settings.relative_attention_num_buckets must be at least 4 and "
-                         f"relative_attention_max_distance more than a quarter of it (the exact "
-                         f"buckets of a half), got {buckets} and "
+                         f"relative_attention_max_distance more than half of it (the decoder's "
+                         f"exact buckets), got {buckets} and "
                          f"{settings.relative_attention_max_distance}")
     if settings.feed_forward_proj not in FEED_FORWARDS:
         raise ValueError(f"settings.feed_forward_proj must be one of "
