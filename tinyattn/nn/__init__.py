@@ -22,6 +22,9 @@ chapter's layers; read the files in this order:
                generate), families (what each family fixes), open_checkpoints (from_pretrained
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
+    chapter 6  t5 (T5, an encoder-decoder: relative position buckets, cached cross-attention;
+               generate with greedy or beam search, tinyattn/beam_search.py), t5_checkpoints
+               (T5's files, both ways)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -44,6 +47,8 @@ from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
+from tinyattn.nn.t5 import T5, T5Settings
+from tinyattn.nn import t5_checkpoints  # noqa: F401  (T5.save_pretrained; its from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -52,4 +57,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache"]
+           "DecoderCache", "from_pretrained", "SinkCache", "T5", "T5Settings"]
