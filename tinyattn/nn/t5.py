@@ -173,10 +173,14 @@ class T5Attention(Module):
         values = self.v(source).reshape(B, S, H, D).transpose(0, 2, 1, 3)       # (B, H, S, D)
         return keys, values
 
+    def queries(self, x):
+        B, T, _ = x.shape
+        return self.q(x).reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+
     def forward(self, x, keys, values, bias, allowed):
         B, T, _ = x.shape
         H, D = self.num_heads, self.head_dim
-        q = self.q(x).reshape(B, T, H, D).transpose(0, 2, 1, 3)         # (B, H, T, D)
+        q = self.queries(x)                                             # (B, H, T, D)
         scores = q @ keys.mT                                            # (B, H, T, S), unscaled
         if bias is not None:
             scores = scores + bias                                      # (B, H, T, S)
