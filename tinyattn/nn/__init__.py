@@ -24,7 +24,8 @@ chapter's layers; read the files in this order:
                tokens and a window)
     chapter 6  t5 (T5, an encoder-decoder: relative position buckets, cached cross-attention;
                generate with greedy or beam search, tinyattn/beam_search.py), t5_checkpoints
-               (T5's files, both ways)
+               (T5's files, both ways), bart (BART and Marian on T5's skeleton: absolute
+               positions, post-norm blocks), bart_checkpoints (their files, both ways)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -49,6 +50,8 @@ from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
 from tinyattn.nn.t5 import T5, T5Settings
 from tinyattn.nn import t5_checkpoints  # noqa: F401  (T5.save_pretrained; its from_pretrained)
+from tinyattn.nn.bart import Bart, BartSettings, Marian
+from tinyattn.nn import bart_checkpoints  # noqa: F401  (Bart.save_pretrained; from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -57,4 +60,5 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache", "T5", "T5Settings"]
+           "DecoderCache", "from_pretrained", "SinkCache", "T5", "T5Settings", "Bart", "BartSettings",
+           "Marian"]

@@ -1,10 +1,13 @@
-"""The checklist's rows for chapter 6's T5 (tinyattn/nn/t5.py): its attention with a position
-bias and masks, a whole encoder-decoder (ReLU; gated GELU with its own head), and a decoding step
-on a cache, whose keys and values came from earlier steps and the cross-attention's from the
-encoder."""
+"""The checklist's rows for chapter 6's encoder-decoders: T5 (tinyattn/nn/t5.py), its attention
+with a position bias and masks, a whole model (ReLU; gated GELU with its own head), and a
+decoding step on a cache, whose keys and values came from earlier steps and the
+cross-attention's from the encoder; BART and Marian (tinyattn/nn/bart.py) whole."""
+import dataclasses
+
 import numpy as np
 
 import tinyattn as ta
+from tinyattn.nn.bart import Bart, BartSettings, Marian
 from tinyattn.nn.t5 import RelativePositionBias, T5, T5Attention, T5Settings
 from tinyattn_tools.checklist.cases import LayerCase, leaves, with_parameters
 
@@ -31,10 +34,16 @@ def attention_with_bias():
     return fn, [x, *attention.parameters(), *positions.parameters()]
 
 
-def model(settings):
+BART = BartSettings(vocab_size=11, d_model=4, encoder_layers=1, decoder_layers=1,
+                    encoder_attention_heads=2, decoder_attention_heads=1, encoder_ffn_dim=5,
+                    decoder_ffn_dim=6, max_position_embeddings=8, scale_embedding=True)
+MARIAN = dataclasses.replace(BART, model_type="marian", activation_function="swish")
+
+
+def model(kind, settings):
     def build():
         ta.manual_seed(0)
-        return with_parameters(T5(settings), IDS, DECODER_IDS, attention_mask=MASK)
+        return with_parameters(kind(settings), IDS, DECODER_IDS, attention_mask=MASK)
     return build
 
 
@@ -53,7 +62,12 @@ def cached_step():
 
 LAYER_CASES = [
     LayerCase("T5Attention, relative bias, causal", attention_with_bias),
-    LayerCase("T5, ReLU, tied and scaled head, padding", model(SETTINGS)),
-    LayerCase("T5 v1.1, gated GELU, own head (random directions)", model(GATED), directions=4),
+    LayerCase("T5, ReLU, tied and scaled head, padding", model(T5, SETTINGS)),
+    LayerCase("T5 v1.1, gated GELU, own head (random directions)", model(T5, GATED),
+              directions=4),
+    LayerCase("BART, exact GELU, learned positions (random directions)", model(Bart, BART),
+              directions=4),
+    LayerCase("Marian, SiLU, sinusoids (random directions)", model(Marian, MARIAN),
+              directions=4),
     LayerCase("T5, a cached decoding step (random directions)", cached_step, directions=4),
 ]
