@@ -124,7 +124,8 @@ def test_generate_gives_transformers_tokens(name, case, references):
 def test_after_eos_greedy_pads_with_0_and_beam_search_with_eos(references):
     """T5's pad_token_id is 0: greedy search writes it after eos, beam search writes eos
     (transformers' `pad_token_id or eos_token_id`)."""
-    greedy, beams = references["t5-tiny"]["beams1_penalty1"], references["t5-tiny"]["beams2_penalty1"]
+    reference = references["t5-tiny"]
+    greedy, beams = reference["beams1_penalty1"], reference["beams2_penalty1"]
     assert greedy[0].tolist() == [0, 1, 0] and beams[0].tolist() == [0, 1, 1, 1]
 
 
@@ -330,8 +331,10 @@ def test_bad_input_is_refused_in_one_line(call, error, message):
     ({"feed_forward_proj": "gated-silu"}, "settings.feed_forward_proj must be one of"),
     ({"d_kv": 0}, "settings.d_kv must be an integer of at least 1"),
     ({"eos_token_id": 11}, r"settings.eos_token_id must be a token id in \[0, 11\)"),
-    ({"relative_attention_num_buckets": 2}, "settings.relative_attention_num_buckets must be at least 4"),
-    ({"relative_attention_max_distance": 2}, "settings.relative_attention_num_buckets .* relative_attention_max_distance more than half of it .*, got 4 and 2"),
+    ({"relative_attention_num_buckets": 2},
+     "settings.relative_attention_num_buckets must be at least 4"),
+    ({"relative_attention_max_distance": 2},
+     "relative_attention_max_distance more than half of it .*, got 4 and 2"),
 ])
 def test_bad_settings_are_refused(changes, message):
     with pytest.raises(ValueError, match=f"T5: {message}"):

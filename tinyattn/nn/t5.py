@@ -53,7 +53,6 @@ from tinyattn.beam_search import beam_search, greedy_search
 from tinyattn.engine import no_grad
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn import t5_checks as checks
-from tinyattn.nn.t5_checks import FEED_FORWARDS  # noqa: F401  ("relu", "gated-gelu")
 from tinyattn.nn.kv_cache import LayerCache
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.module import Module, Parameter
