@@ -179,6 +179,25 @@ def test_decoding_token_by_token_with_the_cache_gives_the_whole_sequences_logits
                                atol=1e-12)
 
 
+def test_run_with_cache_names_every_attentions_weights(references):
+    """Chapter 4's tools on T5: each attention's weights by name, (B, H, T, S); the
+    cross-attention gives no weight to the input's padding."""
+    model = from_pretrained(FIXTURES / "t5-tiny")
+    ids, mask = padded(references["t5-tiny"])
+    decoder_ids = references["t5-tiny"]["decoder_input_ids"]
+    _, cache = model.run_with_cache(ids, decoder_ids, attention_mask=mask)
+    assert sorted(cache) == sorted([f"encoder.{i}.attn.weights" for i in range(2)]
+                                   + [f"decoder.{i}.{kind}.weights" for i in range(2)
+                                      for kind in ("attn", "cross_attn")])
+    assert cache["encoder.0.attn.weights"].shape == (3, 3, 10, 10)
+    cross = cache["decoder.1.cross_attn.weights"]
+    assert cross.shape == (3, 3, 6, 10)
+    np.testing.assert_allclose(cross.sum(axis=-1), 1.0, rtol=0, atol=1e-6)
+    assert (cross[2, :, :, 4:] == 0).all() and (cross[1, :, :, 7:] == 0).all()
+    causal = cache["decoder.0.attn.weights"]
+    assert (np.triu(causal[0, 0], k=1) == 0).all()
+
+
 def test_float32_end_to_end_and_the_scale_in_the_initialisation():
     ta.manual_seed(0)
     model = T5(TINY, dtype=np.float32)

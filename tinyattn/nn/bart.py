@@ -181,7 +181,8 @@ class BartDecoderBlock(Module):
 class Bart(Module):
     """BartForConditionalGeneration: `model(input_ids, decoder_input_ids, attention_mask=None)` ->
     logits (B, T, vocab_size), as T5's (nn/t5.py says what each argument is). Read `forward`,
-    then `start` and `decode`; the positions are where BART and Marian differ."""
+    then `start` and `decode`; the positions are where BART and Marian differ. Its attentions'
+    weights have T5's names (encoder.N.attn.weights, decoder.N.cross_attn.weights, ...)."""
 
     config = None       # the config.json it was read from (nn/bart_checkpoints.py), if it was
     Positions = LearnedPositions

@@ -256,7 +256,9 @@ class T5(Module):
     starting with decoder_start_token_id (the labels shifted right, in training).
 
     Read `forward`, then `start` (the encoder, once per input) and `decode` (the decoder, on the
-    new tokens, with the cache); `generate` decodes with greedy or beam search.
+    new tokens, with the cache); `generate` decodes with greedy or beam search. Chapter 4's
+    `run_with_cache` names each attention's weights (B, H, T, S): encoder.N.attn.weights,
+    decoder.N.attn.weights and decoder.N.cross_attn.weights.
     """
 
     config = None       # the config.json it was read from (nn/t5_checkpoints.py), if it was
