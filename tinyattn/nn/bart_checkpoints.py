@@ -9,14 +9,17 @@ cross-attention is `encoder_attn`), the feed-forward's fc1 and fc2, the norms af
 sublayer self_attn_layer_norm, encoder_attn_layer_norm and final_layer_norm; BART's learned
 positions are embed_positions (2 rows more than max_position_embeddings) and its embedding norm
 layernorm_embedding; `final_logits_bias` (1, vocab) is at the top. Marian's sinusoids are not
-stored (older files that hold them, and every file's copies of the embedding in
-encoder.embed_tokens and decoder.embed_tokens, are skipped, as transformers skips them); the head
-is the embedding unless the file holds an lm_head.weight that differs.
+stored (older files that hold them, every file's copies of the embedding in encoder.embed_tokens
+and decoder.embed_tokens, and fairseq's encoder.version, are skipped, as transformers skips
+them); the head is the embedding unless the file holds an lm_head.weight that differs.
 
 config.json is read with BartConfig's or MarianConfig's defaults for a missing key (bart-large's
 and opus-mt's sizes). Refused by name: an activation other than GELU and SiLU ("gelu", "swish",
 "silu"), Marian's separate decoder vocabulary (share_encoder_decoder_embeddings false), several
-eos ids, different head counts that do not divide d_model.
+eos ids, different head counts that do not divide d_model. The generation settings the hub's
+configs carry (forced_bos_token_id, forced_eos_token_id, no_repeat_ngram_size, num_beams,
+min_length) are rules of transformers' `generate`, not of the model: `generate` here applies
+none of them, and they are not read.
 """
 import json
 import os
@@ -52,7 +55,8 @@ LAYOUT = [
       for stack in ("encoder", "decoder") for ours, theirs in SUBLAYERS
       for part in ("weight", "bias")],
 ]
-COPIES = re.compile(r"^model\.(encoder|decoder)\.embed_tokens\.weight$")      # of shared
+COPIES = re.compile(r"^model\.(encoder|decoder)\.embed_tokens\.weight$"       # of shared
+                    r"|^model\.(encoder|decoder)\.version$")             # fairseq's leftovers
 SINUSOIDS = re.compile(r"^model\.(encoder|decoder)\.embed_positions\.weight$")  # Marian's
 DEFAULTS = {
     "bart": dict(vocab_size=50265, d_model=1024, encoder_layers=12, decoder_layers=12,

@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn import ops
+from tinyattn import ops, rng
 from tinyattn.arguments import at_least, between, door, floating_dtype
 from tinyattn.arrays import data_of
 from tinyattn.beam_search import beam_search, greedy_search
@@ -57,7 +57,6 @@ from tinyattn.nn.kv_cache import LayerCache
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.module import Module, Parameter
 from tinyattn.nn.open_layers import GatedFeedForward, RMSNorm
-from tinyattn import rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +173,8 @@ class T5Attention(Module):
 
     def queries(self, x):
         B, T, _ = x.shape
-        return self.q(x).reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+        q = self.q(x).reshape(B, T, self.num_heads, self.head_dim)     # (B, T, H, D)
+        return q.transpose(0, 2, 1, 3)                                  # (B, H, T, D)
 
     def forward(self, x, keys, values, bias, allowed):
         B, T, _ = x.shape
