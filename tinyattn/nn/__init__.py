@@ -60,5 +60,5 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache", "T5", "T5Settings", "Bart", "BartSettings",
-           "Marian"]
+           "DecoderCache", "from_pretrained", "SinkCache",
+           "T5", "T5Settings", "Bart", "BartSettings", "Marian"]
