@@ -25,7 +25,11 @@ chapter's layers; read the files in this order:
     chapter 6  whisper (speech to text: Whisper's encoder of audio frames, its decoder with
                cross-attention and a cache of both attentions), whisper_checkpoints (its files),
                dit (DiT, a diffusion transformer: adaLN-Zero blocks over latent patches),
-               dit_checkpoints (its diffusers folders: from_pretrained, save_pretrained)
+               dit_checkpoints (its diffusers folders: from_pretrained, save_pretrained),
+               t5 (T5, an encoder-decoder: relative position buckets, cached cross-attention;
+               generate with greedy or beam search, tinyattn/beam_search.py), t5_checkpoints
+               (T5's files, both ways), bart (BART and Marian on T5's skeleton: absolute
+               positions, post-norm blocks), bart_checkpoints (their files, both ways)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -52,6 +56,10 @@ from tinyattn.nn.whisper import Whisper, WhisperSettings, WhisperCache
 from tinyattn.nn import whisper_checkpoints  # noqa: F401  (Whisper.save_pretrained, from_pretrained)
 from tinyattn.nn.dit import DiT, DiTSettings
 from tinyattn.nn import dit_checkpoints  # noqa: F401  (DiT.save_pretrained, its from_pretrained)
+from tinyattn.nn.t5 import T5, T5Settings
+from tinyattn.nn import t5_checkpoints  # noqa: F401  (T5.save_pretrained; its from_pretrained)
+from tinyattn.nn.bart import Bart, BartSettings, Marian
+from tinyattn.nn import bart_checkpoints  # noqa: F401  (Bart.save_pretrained; from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -61,4 +69,5 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
            "DecoderCache", "from_pretrained", "SinkCache",
-           "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings"]
+           "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings",
+           "T5", "T5Settings", "Bart", "BartSettings", "Marian"]
