@@ -22,6 +22,8 @@ chapter's layers; read the files in this order:
                generate), families (what each family fixes), open_checkpoints (from_pretrained
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
+    chapter 6  vit (the Vision Transformer: ViT), vit_checkpoints (its from_pretrained, and
+               save_pretrained, in transformers' layouts)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -44,6 +46,8 @@ from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
+from tinyattn.nn.vit import ViT
+from tinyattn.nn import vit_checkpoints  # noqa: F401  (ViT.save_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -52,4 +56,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache"]
+           "DecoderCache", "from_pretrained", "SinkCache", "ViT"]
