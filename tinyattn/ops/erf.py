@@ -78,10 +78,10 @@ def horner(coefficients, x):
 def erf(x):
     """The error function of a float32 or float64 array, element by element, in its dtype (see
     the top of this file); other arrays are computed in float64."""
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x)
     if x.dtype not in POLYNOMIALS:
         x = x.astype(np.float64)
-    out = np.empty_like(x)
+    out = np.empty(x.shape, dtype=x.dtype)                  # C order: its reshape is a view
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
     for start in range(0, x.size, BLOCK):
         block = slice(start, start + BLOCK)
