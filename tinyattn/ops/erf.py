@@ -63,6 +63,7 @@ def polynomials(dtype):
 
 
 POLYNOMIALS = {dtype: polynomials(dtype) for dtype in DEGREES}
+CUTOFF_OF = {dtype: cutoff for dtype, (_, _, cutoff) in DEGREES.items()}
 
 
 def horner(coefficients, x):
