@@ -56,11 +56,13 @@ class ViT(Module):
     interpolate the table for other sizes; this model does not). `qkv_bias=False` leaves the
     queries', keys' and values' projections without bias (the output projection keeps its own),
     as ViT configs with qkv_bias false do. `activation` is the feed-forward's GELU: "gelu", with
-    erf, ViT's (transformers' hidden_act "gelu"), or "gelu_tanh", its tanh form. `num_labels=None` makes a model without a head, whose
-    `features` are all it computes (a bare ViTModel checkpoint).
+    erf, ViT's (transformers' hidden_act "gelu"), or "gelu_tanh", its tanh form.
+    `num_labels=None` makes a model without a head, whose `features` are all it computes (a bare
+    ViTModel checkpoint).
 
-    Parameters are drawn as transformers draws them: the class token and positions from a
-    normal distribution of standard deviation 0.02, the Linears as chapter 1's.
+    The class token and the positions are drawn from a normal distribution of standard deviation
+    0.02 (transformers' initialisation, which also cuts it off at 2 standard deviations), the
+    Linears as chapter 1's.
     """
 
     activations = ("embed", "final")
@@ -73,8 +75,8 @@ class ViT(Module):
                  num_layers=12, hidden_dim=3072, num_labels=1000, qkv_bias=True,
                  layer_norm_eps=1e-12, activation="gelu", dtype=None):
         height, width = (image_size, image_size) if np.ndim(image_size) == 0 else image_size
-        self.image_size, self.patch_size, self.num_channels = (height, width), patch_size, \
-            num_channels
+        self.image_size, self.patch_size = (height, width), patch_size
+        self.num_channels = num_channels
         P = (height // patch_size) * (width // patch_size)                  # patches per image
         self.patch_embed = Linear(num_channels * patch_size ** 2, embed_dim, dtype=dtype)
         self.cls_token = Parameter(

@@ -1,6 +1,7 @@
-"""Chapter 6. ViT's checkpoints: `from_pretrained(folder)` reads a Vision Transformer folder in Hugging
-Face's layout (config.json with model_type "vit", model.safetensors) as nn/vit.py's ViT, and
-`model.save_pretrained(folder)` writes one back, which transformers reads to the same numbers.
+"""Chapter 6. ViT's checkpoints: `from_pretrained(folder)` reads a Vision Transformer folder in
+Hugging Face's layout (config.json with model_type "vit", model.safetensors) as nn/vit.py's ViT,
+and `model.save_pretrained(folder)` writes one back, which transformers reads to the same
+numbers.
 
 Two kinds of folder hold a ViT:
 
