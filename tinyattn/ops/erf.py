@@ -11,48 +11,43 @@ G is smooth and never 0: it falls from 1.128 at 0 to 1 / a once erf(a) is 1. Com
 relative error e gives erf to the same relative error e, however small x is (near 0, erf(x) is
 about 2 x / sqrt(pi), and a formula such as 1 - erfc(x) would lose every digit there).
 
-G is a table of polynomials. [0, CUTOFF] is cut into intervals of width w, and on interval k,
-centred at c_k, G is the polynomial of degree d in s = a - c_k that interpolates it at the
-Chebyshev points of the interval (numpy.polynomial.chebyshev: an error nearly the smallest any
-polynomial of that degree has there). On a short interval a polynomial of low degree follows
-G to the rounding of the dtype. For each element: its interval k = floor(|x| / w), its s, the
-d + 1 coefficients of interval k looked up (np.take), Horner's rule in s, times x. Past CUTOFF
-(6 in float64, 4 in float32) erfc(x) is below half the spacing of the dtype's numbers next to 1,
-so erf rounds to +-1: x is clipped to [-CUTOFF, CUTOFF] first, where erf(CUTOFF) is 1 to the
-dtype's precision.
+G is a table of polynomials. [0, CUTOFF] is cut into n intervals of width w, and on interval k,
+centred at c_k, G is the polynomial of degree d in s = a - c_k through G's values at the d + 1
+Chebyshev points of the interval, c_k + (w / 2) cos((j + 1/2) pi / (d + 1)): the interpolant whose
+error is nearly the smallest any polynomial of degree d has there. On an interval of width 1/64
+a polynomial of degree 6 follows G to the rounding of float64 (degree 2, of float32). For each
+element: its interval k = floor(|x| / w), its s, the d + 1 coefficients of interval k looked up
+(np.take), Horner's rule in s, times x. Past CUTOFF (6 in float64, 4 in float32) erfc(x) is below
+half the spacing of the dtype's numbers next to 1, so erf rounds to +-1: x is clipped to
+[-CUTOFF, CUTOFF] first, where erf(CUTOFF) is 1 to the dtype's precision.
 
 The coefficients are not typed in: they are computed when this file is imported, from Python's
-math.erf (correct to the last bit), one table per dtype (DEGREES): a float32 array is computed in
-float32 throughout, with a table of fewer intervals and a lower degree, since its numbers carry 7
-digits, not 16. tests/test_erf.py measures the error against math.erf on a dense grid (a few
-units in the last place) and the time against np.tanh.
+math.erf (correct to the last bit), one table per dtype (DEGREES), by solving for the polynomial
+through those values. A float32 array is computed in float32 throughout, with its own table of a
+lower degree, since its numbers carry 7 digits, not 16. tests/test_erf.py measures the error
+against math.erf on a dense grid (a few units in the last place) and the time against np.tanh.
 """
 import math
 
 import numpy as np
-from numpy.polynomial import Chebyshev, Polynomial
 
 # dtype: (interval width w, degree d, CUTOFF); the error of each pair is at the dtype's rounding
-DEGREES = {np.dtype(np.float64): (0.125, 9, 6.0), np.dtype(np.float32): (0.5, 6, 4.0)}
-
-
-def G(a):
-    """erf(a) / a for an array of a >= 0, 2 / sqrt(pi) at 0."""
-    return np.array([math.erf(v) / v if v > 0 else 2 / math.sqrt(math.pi) for v in a])
+DEGREES = {np.dtype(np.float64): (1 / 64, 6, 6.0), np.dtype(np.float32): (1 / 64, 2, 4.0)}
+ERF_OVER_A = np.frompyfunc(lambda a: math.erf(a) / a, 1, 1)         # G(a), for a > 0
 
 
 def table(dtype):
-    """(w, centres (n,), coefficients (d + 1, n), CUTOFF) of `dtype`'s table: row j holds the
-    coefficient of s^j of each interval's polynomial."""
+    """(w, centres (n,), coefficients (d + 1, n), CUTOFF) of `dtype`'s table: row i holds the
+    coefficient of s^i of each interval's polynomial."""
     width, degree, cutoff = DEGREES[dtype]
-    n = round(cutoff / width)
-    centres = (np.arange(n) + 0.5) * width
-    coefficients = np.zeros((degree + 1, n))
-    for k, centre in enumerate(centres):
-        interval = [centre - width / 2, centre + width / 2]
-        fit = Chebyshev.interpolate(G, degree, domain=interval)
-        in_s = fit.convert(kind=Polynomial, domain=interval, window=[-width / 2, width / 2])
-        coefficients[:len(in_s.coef), k] = in_s.coef        # (convert drops zeros at the end)
+    half, n = width / 2, round(cutoff / width)
+    centres = (np.arange(n) + 0.5) * width                              # (n,)
+    points = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))   # in (-1, 1)
+    values = ERF_OVER_A(centres + half * points[:, None]).astype(float)     # (d + 1, n), a > 0
+    # the polynomial through them, in sigma = s / half: V[j, i] = points[j]^i
+    powers = np.arange(degree + 1)
+    in_sigma = np.linalg.solve(points[:, None] ** powers, values)      # (d + 1, n)
+    coefficients = in_sigma / half ** powers[:, None]                   # in s = half sigma
     return width, centres.astype(dtype), coefficients.astype(dtype), cutoff
 
 
@@ -88,7 +83,7 @@ def erf_of_block(x, width, centres, coefficients, cutoff):
 
 
 # The speed trick, in one place: the array is computed in blocks of BLOCK elements. The formula
-# above is some thirty passes of NumPy over its input; over a whole array of millions of numbers
+# above is fifteen (float32) to thirty (float64) passes of NumPy over its input; over a whole array of millions of numbers
 # each pass streams it from memory and back, and each temporary array is fresh memory for the
 # system to map. A block's temporaries (BLOCK float64s: 128 KiB) stay in the processor's cache
 # and are reused. tests/test_erf.py times it against np.tanh.
