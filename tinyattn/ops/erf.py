@@ -83,8 +83,8 @@ def erf_of_block(x, width, centres, coefficients, cutoff):
 
 
 # The speed trick, in one place: the array is computed in blocks of BLOCK elements. The formula
-# above is fifteen (float32) to thirty (float64) passes of NumPy over its input; over a whole array of millions of numbers
-# each pass streams it from memory and back, and each temporary array is fresh memory for the
-# system to map. A block's temporaries (BLOCK float64s: 128 KiB) stay in the processor's cache
-# and are reused. tests/test_erf.py times it against np.tanh.
+# above is fifteen (float32) to thirty (float64) passes of NumPy over its input; over a whole
+# array of millions of numbers each pass streams it from memory and back, and each temporary
+# array is fresh memory for the system to map. A block's temporaries (BLOCK float64s: 128 KiB)
+# stay in the processor's cache and are reused. tests/test_erf.py times it against np.tanh.
 BLOCK = 16384
