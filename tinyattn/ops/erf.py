@@ -22,7 +22,7 @@ half the spacing of the dtype's numbers next to 1, so erf rounds to +-1: x is cl
 [-CUTOFF, CUTOFF] first, where erf(CUTOFF) is 1 to the dtype's precision.
 
 The coefficients are not typed in: they are computed when this file is imported, from Python's
-math.erf (correct to the last bit), one table per dtype (DEGREES), by solving for the polynomial
+math.erf (accurate to about an ulp), one table per dtype (DEGREES), by solving for the polynomial
 through those values. A float32 array is computed in float32 throughout, with its own table of a
 lower degree, since its numbers carry 7 digits, not 16. tests/test_erf.py measures the error
 against math.erf on a dense grid (a few units in the last place) and the time against np.tanh.
