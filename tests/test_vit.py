@@ -207,3 +207,14 @@ def test_weights_that_disagree_with_the_config_are_refused(tmp_path):
         from_pretrained(folder)
     with pytest.raises(FileNotFoundError, match=r"^from_pretrained: there is no folder"):
         from_pretrained(tmp_path / "nowhere")
+
+
+def test_chapter_1s_feed_forward_takes_either_gelu():
+    ta.manual_seed(0)
+    x = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)))
+    for activation, approximate in (("gelu", "none"), ("gelu_tanh", "tanh")):
+        ff = nn.FeedForward(4, 6, activation=activation)
+        want = ff.down(ta.functional.gelu(ff.up(x), approximate=approximate))
+        np.testing.assert_array_equal(ff(x).data, want.data)
+    with pytest.raises(ValueError, match=r"^FeedForward: activation must be one of"):
+        nn.FeedForward(4, activation="relu")
