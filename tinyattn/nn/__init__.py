@@ -22,7 +22,9 @@ chapter's layers; read the files in this order:
                generate), families (what each family fixes), open_checkpoints (from_pretrained
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
-    chapter 6  whisper (speech to text: Whisper's encoder of audio frames, its decoder with
+    chapter 6  vit (the Vision Transformer: ViT), vit_checkpoints (its from_pretrained, and
+               save_pretrained, in transformers' layouts),
+               whisper (speech to text: Whisper's encoder of audio frames, its decoder with
                cross-attention and a cache of both attentions), whisper_checkpoints (its files),
                dit (DiT, a diffusion transformer: adaLN-Zero blocks over latent patches),
                dit_checkpoints (its diffusers folders: from_pretrained, save_pretrained),
@@ -52,6 +54,8 @@ from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
+from tinyattn.nn.vit import ViT
+from tinyattn.nn import vit_checkpoints  # noqa: F401  (ViT.save_pretrained)
 from tinyattn.nn.whisper import Whisper, WhisperSettings, WhisperCache
 from tinyattn.nn import whisper_checkpoints  # noqa: F401  (Whisper.save_pretrained, from_pretrained)
 from tinyattn.nn.dit import DiT, DiTSettings
@@ -70,4 +74,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
            "DecoderCache", "from_pretrained", "SinkCache",
            "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings",
-           "T5", "T5Settings", "Bart", "BartSettings", "Marian"]
+           "T5", "T5Settings", "Bart", "BartSettings", "Marian", "ViT"]
