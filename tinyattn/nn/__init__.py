@@ -31,7 +31,9 @@ chapter's layers; read the files in this order:
                t5 (T5, an encoder-decoder: relative position buckets, cached cross-attention;
                generate with greedy or beam search, tinyattn/beam_search.py), t5_checkpoints
                (T5's files, both ways), bart (BART and Marian on T5's skeleton: absolute
-               positions, post-norm blocks), bart_checkpoints (their files, both ways)
+               positions, post-norm blocks), bart_checkpoints (their files, both ways),
+               clip (CLIP: a vision tower and a text tower in one space, the contrastive loss),
+               clip_checkpoints (its files, both ways)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -64,6 +66,8 @@ from tinyattn.nn.t5 import T5, T5Settings
 from tinyattn.nn import t5_checkpoints  # noqa: F401  (T5.save_pretrained; its from_pretrained)
 from tinyattn.nn.bart import Bart, BartSettings, Marian
 from tinyattn.nn import bart_checkpoints  # noqa: F401  (Bart.save_pretrained; from_pretrained)
+from tinyattn.nn.clip import CLIP
+from tinyattn.nn import clip_checkpoints  # noqa: F401  (CLIP.save_pretrained; its from_pretrained)
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
@@ -74,4 +78,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
            "DecoderCache", "from_pretrained", "SinkCache",
            "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings",
-           "T5", "T5Settings", "Bart", "BartSettings", "Marian", "ViT"]
+           "T5", "T5Settings", "Bart", "BartSettings", "Marian", "ViT", "CLIP"]

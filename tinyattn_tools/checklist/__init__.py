@@ -14,14 +14,14 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn_tools.checklist import (chapter5, decoder_experts, diffusion_transformer,
+from tinyattn_tools.checklist import (chapter5, clip, decoder_experts, diffusion_transformer,
                                      efficient_attention, fused, latent_and_experts, layers,
                                      lora, ops, positions, t5, vit, whisper)
 from tinyattn_tools.checklist.cases import fused_and_composed, op_check
 from tinyattn.gradient_check import compare_gradients
 
 TABLES = [ops, layers, fused, positions, efficient_attention, decoder_experts, lora, chapter5,
-          latent_and_experts, whisper, vit, diffusion_transformer, t5]
+          latent_and_experts, whisper, vit, diffusion_transformer, t5, clip]
 OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]
 LAYER_CASES = [case for table in TABLES for case in getattr(table, "LAYER_CASES", ())]
 FUSED_CASES = [case for table in TABLES for case in getattr(table, "FUSED_CASES", ())]
