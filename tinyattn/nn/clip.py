@@ -106,7 +106,8 @@ class QuickGELUFeedForward(Module):
 
 class CLIPBlock(TransformerBlock):
     """Chapter 1's pre-LN TransformerBlock, x + attn(ln1(x)) then x + ff(ln2(x)), its forward
-    unchanged, with the quick-GELU feed-forward (transformers' CLIPEncoderLayer)."""
+    unchanged, with the quick-GELU feed-forward (transformers' CLIPEncoderLayer); its dropout is
+    off, CLIP has none."""
 
     def __init__(self, embed_dim, num_heads, hidden_dim, layer_norm_eps=1e-5, dtype=None):
         self.embed_dim = embed_dim
@@ -166,9 +167,9 @@ class TextTower(Module):
 
     activations = ("embed",)
 
-    @door(checks.text_sizes_fit, vocab_size=at_least(1), max_positions=at_least(1), embed_dim=at_least(1),
-          num_heads=at_least(1), num_layers=at_least(1), hidden_dim=at_least(1),
-          eos_token_id=integer, layer_norm_eps=between(0), dtype=floating_dtype)
+    @door(checks.text_sizes_fit, vocab_size=at_least(1), max_positions=at_least(1),
+          embed_dim=at_least(1), num_heads=at_least(1), num_layers=at_least(1),
+          hidden_dim=at_least(1), eos_token_id=integer, layer_norm_eps=between(0), dtype=floating_dtype)
     def __init__(self, vocab_size=49408, max_positions=77, embed_dim=512, num_heads=8,
                  num_layers=12, hidden_dim=2048, eos_token_id=49407, layer_norm_eps=1e-5,
                  dtype=None):
@@ -196,8 +197,9 @@ class TextTower(Module):
 
 class CLIP(Module):
     """Two towers and a temperature: see the top of the file. `vision` and `text` are the keyword
-    arguments of VisionTower and TextTower; both project to `projection_dim`. `logit_scale` is t,
-    the logits' log scale (e^t multiplies the cosines)."""
+    arguments of VisionTower and TextTower (whose doors check them; `layer_norm_eps` is both
+    towers' unless one gives its own); both project to `projection_dim`. `logit_scale` is t, the
+    logits' log scale (e^t multiplies the cosines)."""
 
     def __init__(self, vision, text, projection_dim=512, logit_scale=2.6592, layer_norm_eps=1e-5,
                  dtype=None):
