@@ -34,16 +34,17 @@ trainer's business, not the model's). Learning t through e^t keeps the scale pos
 gradient is the loss's gradient along the logits themselves: d loss / dt = sum_ij (d loss / d
 S_ij) S_ij.
 
-The contrastive loss and its gradient. With the logits S = e^t Ihat That^T (B x B: Ihat, That the
-unit-length image and text features, row i of both from pair i), row i of S scores picture i
-against every caption in the batch; read as a classification over the B captions whose right class
-is i, its loss is the cross-entropy
+The contrastive loss and its gradient, in the paper's names (its Figure 3): with the logits
+S = e^t I_e T_e^T (B x B: I_e, T_e the unit-length image and text features, row i of both from
+pair i), row i of S scores picture i against every caption in the batch; read as a
+classification over the B captions whose right class is i, its loss is the cross-entropy
 
     L_img = -(1/B) sum_i log softmax(S_i,:)_i,     and for the captions, by columns,
     L_txt = -(1/B) sum_j log softmax(S_:,j)_j,     L = (L_img + L_txt) / 2.
 
-Cross-entropy's gradient on its logits is the predicted distribution minus the one-hot target;
-here the targets of all rows together are the identity I, so
+Cross-entropy's gradient on its logits is the predicted distribution minus the one-hot target
+(d/dS_ik of -log softmax(S_i,:)_i = softmax(S_i,:)_k - [k = i]); the targets of all rows
+together are the identity I, so
 
     d L_img / d S = (R - I) / B,   R = softmax of each row of S,
     d L_txt / d S = (C - I) / B,   C = softmax of each column of S,
@@ -51,12 +52,12 @@ here the targets of all rows together are the identity I, so
 
 Every entry off the diagonal is pushed down by the probability the model gave that wrong pair,
 each diagonal entry up by what it lacked from 1: the other B - 1 pairs of the batch are the
-negatives, which is why CLIP trains on batches of 32,768. Below S the chain rule is the autograd's:
-through e^t (above), the matrix product, and the normalisation x / |x|, whose Jacobian (I -
-xhat xhat^T) / |x| passes on only the part of the gradient that turns the vector, none that
-lengthens it (the loss sees directions only).
+negatives, and the more pairs, the more negatives (CLIP trained on batches of 32,768). Below S
+the chain rule is the autograd's: through e^t (above), the matrix product, and the normalisation
+x / |x|, whose Jacobian (I - xhat xhat^T) / |x| passes on only the part of the gradient that
+turns the vector, none that lengthens it (the loss sees directions only).
 
-transformers' CLIPModel computes the same (its `clip_loss` averages the two cross-entropies);
+transformers' CLIPModel computes the same (its loss averages the two cross-entropies);
 OpenAI's ViT-B/32, openai/clip-vit-base-patch32's config, is CLIP_VIT_B_32 below. The activations
 it names (`Module.hook`, chapter 4): each tower's tokens with their positions, "vision.embed" (B,
 1 + P, E_v) and "text.embed" (B, T, E_t), and their blocks' ("vision.blocks.N.attn.weights" (B,
@@ -169,7 +170,8 @@ class TextTower(Module):
 
     @door(checks.text_sizes_fit, vocab_size=at_least(1), max_positions=at_least(1),
           embed_dim=at_least(1), num_heads=at_least(1), num_layers=at_least(1),
-          hidden_dim=at_least(1), eos_token_id=integer, layer_norm_eps=between(0), dtype=floating_dtype)
+          hidden_dim=at_least(1), eos_token_id=integer, layer_norm_eps=between(0),
+          dtype=floating_dtype)
     def __init__(self, vocab_size=49408, max_positions=77, embed_dim=512, num_heads=8,
                  num_layers=12, hidden_dim=2048, eos_token_id=49407, layer_norm_eps=1e-5,
                  dtype=None):
@@ -228,8 +230,8 @@ class CLIP(Module):
         """logits_per_image (B_img, B_txt): e^t times the cosine of each image with each text."""
         images = self.visual_projection(self.vision(pixel_values))         # (B_img, proj)
         texts = self.text_projection(self.text(input_ids))                 # (B_txt, proj)
-        images = images / (images ** 2).sum(axis=-1, keepdims=True).sqrt()  # unit length
-        texts = texts / (texts ** 2).sum(axis=-1, keepdims=True).sqrt()
+        images = images / (images ** 2).sum(axis=-1, keepdims=True).sqrt()  # I_e, unit length
+        texts = texts / (texts ** 2).sum(axis=-1, keepdims=True).sqrt()     # T_e
         return self.logit_scale.exp() * (images @ texts.transpose())       # (B_img, B_txt)
 
     @door(checks.pairs_fit)
