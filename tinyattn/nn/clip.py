@@ -178,7 +178,7 @@ class TextTower(Module):
         self.max_positions, self.eos_token_id = max_positions, eos_token_id
         self.token_embed = Embedding(vocab_size, embed_dim, dtype=dtype)
         self.positions = Parameter(
-            (0.01 * rng.generator.standard_normal((max_positions, embed_dim))).astype(dtype))
+            (0.02 * rng.generator.standard_normal((max_positions, embed_dim))).astype(dtype))
         self.blocks = [CLIPBlock(embed_dim, num_heads, hidden_dim, layer_norm_eps, dtype)
                        for _ in range(num_layers)]
         self.final_ln = LayerNorm(embed_dim, eps=layer_norm_eps, dtype=dtype)
@@ -201,7 +201,11 @@ class CLIP(Module):
     """Two towers and a temperature: see the top of the file. `vision` and `text` are the keyword
     arguments of VisionTower and TextTower (whose doors check them; `layer_norm_eps` is both
     towers' unless one gives its own); both project to `projection_dim`. `logit_scale` is t, the
-    logits' log scale (e^t multiplies the cosines)."""
+    logits' log scale (e^t multiplies the cosines).
+
+    The class token is drawn from a normal distribution of standard deviation E^-1/2, the
+    positions of 0.02 (transformers' initialisation), the Linears and the token table as chapter
+    1's."""
 
     def __init__(self, vision, text, projection_dim=512, logit_scale=2.6592, layer_norm_eps=1e-5,
                  dtype=None):
