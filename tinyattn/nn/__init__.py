@@ -31,7 +31,8 @@ chapter's layers; read the files in this order:
                t5 (T5, an encoder-decoder: relative position buckets, cached cross-attention;
                generate with greedy or beam search, tinyattn/beam_search.py), t5_checkpoints
                (T5's files, both ways), bart (BART and Marian on T5's skeleton: absolute
-               positions, post-norm blocks), bart_checkpoints (their files, both ways)
+               positions, post-norm blocks), bart_checkpoints (their files, both ways);
+               pretrained_models (nn.from_pretrained: every model of the book, by config.json)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).
@@ -52,7 +53,6 @@ from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAtten
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
-from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
 from tinyattn.nn.vit import ViT
 from tinyattn.nn import vit_checkpoints  # noqa: F401  (ViT.save_pretrained)
@@ -64,6 +64,7 @@ from tinyattn.nn.t5 import T5, T5Settings
 from tinyattn.nn import t5_checkpoints  # noqa: F401  (T5.save_pretrained; its from_pretrained)
 from tinyattn.nn.bart import Bart, BartSettings, Marian
 from tinyattn.nn import bart_checkpoints  # noqa: F401  (Bart.save_pretrained; from_pretrained)
+from tinyattn.nn.pretrained_models import from_pretrained     # every model of the book
 
 __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout", "FeedForward",
            "MultiHeadAttention", "TransformerBlock", "PositionalEncoding", "Rotary",
