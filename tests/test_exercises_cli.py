@@ -84,6 +84,15 @@ def test_exercises_with_an_action_does_what_exercise_does(tmp_path, capsys):
     assert code == 0 and out.startswith("Hint 1 of 3")
 
 
+@pytest.mark.parametrize("action", cli.ACTIONS)
+def test_each_action_has_its_own_help(action, capsys):
+    with pytest.raises(SystemExit):
+        tinyattn_cli.main(["exercise", action, "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m tinyattn exercise {action} [-h] [--dir DIR] NAME")
+    assert cli.ACTION_HELP[action] in " ".join(out.split())
+
+
 def test_solution_prints_the_file_and_nothing_else(capsys):
     code, out = run(capsys, "exercise", "solution", "flash_backward")
     assert code == 0 and out == cli.solution_file(BY_NAME["flash_backward"])
