@@ -589,8 +589,10 @@ def test_a_folder_that_disagrees_with_itself_is_named(family, change, error, mes
 
 
 def test_a_missing_folder_and_a_bad_dtype_are_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"^from_pretrained: there is no folder"):
-        nn.from_pretrained(tmp_path / "nothing")
+    missing = str(tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError, match=r"^from_pretrained: there is no folder") as raised:
+        nn.from_pretrained(missing)
+    assert str(raised.value).count(missing) == 1            # a path is named once
     with pytest.raises(TypeError, match=r"^from_pretrained: dtype must be a floating-point "
                                         r"type, got int64"):
         nn.from_pretrained(folder_of("llama"), dtype=np.int64)
