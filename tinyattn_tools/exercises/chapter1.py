@@ -642,6 +642,8 @@ LOG_SOFTMAX = Exercise(
         Wrong("only the diagonal of the Jacobian",
               (("grad - np.exp(out) * grad.sum(axis=axis, keepdims=True)",
                 "grad * (1 - np.exp(out))"),)),
+        Wrong("np used without importing it (tinyattn's module imports it, the file does not)",
+              (("import numpy as np\n", ""),)),
     ),
 )
 
