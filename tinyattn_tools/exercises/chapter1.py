@@ -1093,6 +1093,7 @@ def adamw_in_float32():
 ADAMW = Exercise(
     "adamw", 1, "an AdamW step: moments, bias correction, decoupled weight decay",
     "tinyattn.optim", ("Adam.step", "AdamW.decay"),
+    changes=(("AdamW.decay", "p"),),          # the decay of the parameter p is its point
     read_first="the docstrings of Adam and AdamW in tinyattn/optim.py, Optimizer.gradient, and "
                "Algorithm 2 of Loshchilov & Hutter, \"Decoupled Weight Decay Regularization\"",
     checks=(

@@ -112,6 +112,7 @@ def run_job(job):
     if module.__file__ != job.module_file:
         return send(load_failed="the grader's module with your functions was not the one imported")
     send(loaded=True)
+    watching.CHANGED.update(catalogue.BY_NAME[job.exercise].changes)
     for index, check in enumerate(catalogue.BY_NAME[job.exercise].checks):
         send(start=index)
         message = run_check(check, job)
