@@ -201,7 +201,7 @@ def test_on_python_3_10_the_learners_functions_are_named_from_their_source():
     """Without co_qualname, a function of the learner's is named from the learner's file: at its
     own line when it runs from there (the rest of the file), at the line the copy of the module
     maps to when it was spliced in."""
-    job = types.SimpleNamespace(file="/work/mul_div.py", module_file="/copy/elementwise.py",
+    job = types.SimpleNamespace(file="/learner/mul_div.py", module_file="/copy/elementwise.py",
                                 source=NESTED, lines={40: 7, 41: 8})
     from_the_file = types.SimpleNamespace(co_filename=job.file, co_firstlineno=11, co_name="method")
     spliced = types.SimpleNamespace(co_filename=job.module_file, co_firstlineno=41,
