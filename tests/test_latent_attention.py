@@ -2,7 +2,8 @@
 head's keys and values gives, without building them; the cache holds the latents alone, of the
 size cache.nbytes promises; DeepSeek's interleaved rotary is chapter 2's F.rope up to a
 permutation; a token at a time gives what the whole sequence gives; float32 stays float32; bad
-arguments are named. (Gradients: the checklist's rows, tinyattn_tools/checklist/latent_and_experts.py.)"""
+arguments are named. (Gradients: the checklist's rows,
+tinyattn_tools/checklist/latent_and_experts.py.)"""
 import numpy as np
 import pytest
 from references import arrays
