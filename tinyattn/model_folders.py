@@ -20,7 +20,7 @@ def model_folder(folder):
     folder = os.fspath(folder)
     if os.path.isdir(folder):
         return folder
-    if os.sep in folder:                        # a path, not a name: only that folder was looked for
+    if os.sep in folder:                  # a path, not a name: only that folder was looked for
         raise FileNotFoundError(f"there is no folder {folder!r}")
     downloaded = os.path.join(downloads(), folder)
     if os.path.isdir(downloaded):

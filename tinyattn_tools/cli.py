@@ -28,8 +28,8 @@ commands:
 def usage():
     """USAGE with the bench's parts as the bench itself names them."""
     from tinyattn_tools import bench
-    parts = textwrap.fill(bench.parts_listed() + "; `bench 3 5` runs only those", 100, initial_indent=" " * 10,
-                          subsequent_indent=" " * 10)
+    parts = textwrap.fill(bench.parts_listed() + "; `bench 3 5` runs only those", 100,
+                          initial_indent=" " * 10, subsequent_indent=" " * 10)
     return USAGE.format(bench_parts=parts)
 
 
