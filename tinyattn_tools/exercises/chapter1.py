@@ -642,6 +642,8 @@ LOG_SOFTMAX = Exercise(
         Wrong("only the diagonal of the Jacobian",
               (("grad - np.exp(out) * grad.sum(axis=axis, keepdims=True)",
                 "grad * (1 - np.exp(out))"),)),
+        Wrong("np used without importing it (tinyattn's module imports it, the file does not)",
+              (("import numpy as np\n", ""),)),
     ),
 )
 
@@ -1091,6 +1093,7 @@ def adamw_in_float32():
 ADAMW = Exercise(
     "adamw", 1, "an AdamW step: moments, bias correction, decoupled weight decay",
     "tinyattn.optim", ("Adam.step", "AdamW.decay"),
+    changes=(("AdamW.decay", "p"),),          # the decay of the parameter p is its point
     read_first="the docstrings of Adam and AdamW in tinyattn/optim.py, Optimizer.gradient, and "
                "Algorithm 2 of Loshchilov & Hutter, \"Decoupled Weight Decay Regularization\"",
     checks=(
