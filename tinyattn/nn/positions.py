@@ -6,12 +6,16 @@ tinyattn/functional/positions.py derives all four.)
 
 `MultiHeadAttention` here is chapter 1's five steps with two more, written out in its forward:
 
-    1. project  the inputs into queries, keys and values       (B, L, E), (B, T, E)
-    2. split    into num_heads heads                          (B, H, L, D), (B, H, T, D)
+    1. project  the inputs into queries, keys and values     (B, L, E), (B, T, E)
+    2. split    each projection into num_heads heads         (B, H, L, D), (B, H, T, D)
     3. rotate   with rope, queries and keys turned by their positions start, start + 1, ...
-    4. cache    with a cache, the keys and values of the earlier tokens put before the new ones:
-                (B, H, T, D) -> (B, H, S, D), S the cached ones and the new ones
-    5. attend   every head, (B, H, L, S) weights; 6. merge the heads; 7. project with out_proj
+    4. cache    with a cache, the keys and values of the earlier tokens put before the new
+                ones                                         (B, H, T, D) -> (B, H, S, D)
+    5. attend   every head on its own                        -> weights (B, H, L, S), (B, H, L, D)
+    6. merge    the heads back side by side                  (B, H, L, D) -> (B, L, E)
+    7. project  the merged heads with out_proj               (B, L, E) -> (B, L, E)
+
+with L new queries, T new keys, and S keys in all: the c cached ones and the T new ones.
 
 With causal attention a token's key and value depend only on the tokens up to it, so once
 computed they never change: generation computes the new tokens' alone and takes the others from
