@@ -555,7 +555,7 @@ def drop_weight(name):
     ("llama", lambda folder: (folder / "config.json").write_text(json.dumps(
         {**json.loads((folder / "config.json").read_text()), "model_type": "phi3"})), ValueError,
      r"config.json's model_type 'phi3' is not one the book has \(gpt2, llama, mistral, "
-     r"qwen2, qwen3, gemma3_text, qwen3_moe, deepseek_v3, vit, whisper, t5, bart, marian, or a "
+     r"qwen2, qwen3, gemma3_text, qwen3_moe, deepseek_v3, vit, clip, whisper, t5, bart, marian, or a "
      r"diffusers DiTTransformer2DModel\)$"),
     ("llama", drop_weight("model.layers.1.self_attn.o_proj.bias"), ValueError,
      r"model.safetensors and config.json disagree: for this llama config, model.safetensors "

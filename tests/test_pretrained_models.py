@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import tinyattn.nn as nn
-from tinyattn.nn import (bart_checkpoints, dit_checkpoints, open_checkpoints, t5_checkpoints,
-                         vit_checkpoints, whisper_checkpoints)
+from tinyattn.nn import (bart_checkpoints, clip_checkpoints, dit_checkpoints, open_checkpoints,
+                         t5_checkpoints, vit_checkpoints, whisper_checkpoints)
 
 FIXTURES = "tests/fixtures"
 FOLDERS = [("gpt2-tiny", nn.CausalTransformer, open_checkpoints.from_pretrained),
@@ -17,6 +17,8 @@ FOLDERS = [("gpt2-tiny", nn.CausalTransformer, open_checkpoints.from_pretrained)
            ("deepseek_v3-tiny", nn.Module, open_checkpoints.from_pretrained),
            ("vit-tiny", nn.ViT, vit_checkpoints.from_pretrained),
            ("vit-model-tiny", nn.ViT, vit_checkpoints.from_pretrained),
+           ("clip-tiny", nn.CLIP, clip_checkpoints.from_pretrained),
+           ("clip-legacy-tiny", nn.CLIP, clip_checkpoints.from_pretrained),
            ("whisper-tiny-random", nn.Whisper, whisper_checkpoints.from_pretrained),
            ("t5-tiny", nn.T5, t5_checkpoints.from_pretrained),
            ("bart-tiny", nn.Bart, bart_checkpoints.from_pretrained),
@@ -46,7 +48,7 @@ def test_a_model_the_book_lacks_is_refused_by_name(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match=r"^from_pretrained: the folder .*: config.json's "
                                          r"model_type 'bert' is not one the book has \(gpt2, "
-                                         r"llama, .*vit, whisper, t5, bart, marian, or a "
+                                         r"llama, .*vit, clip, whisper, t5, bart, marian, or a "
                                          r"diffusers DiTTransformer2DModel\)$"):
         nn.from_pretrained(tmp_path)
 

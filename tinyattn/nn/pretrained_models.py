@@ -5,6 +5,7 @@ that model's page reads it.
     gpt2, llama, mistral, qwen2, qwen3,         chapters 3 and 5: nn/open_checkpoints.py
     gemma3_text, qwen3_moe, deepseek_v3
     vit                                         nn/vit_checkpoints.py
+    clip                                        nn/clip_checkpoints.py
     whisper                                     nn/whisper_checkpoints.py
     t5; bart, marian                            nn/t5_checkpoints.py; nn/bart_checkpoints.py
     DiTTransformer2DModel (diffusers)           nn/dit_checkpoints.py (a pipeline folder too)
@@ -15,11 +16,12 @@ import numpy as np
 
 from tinyattn import model_folders
 from tinyattn.arguments import door, floating_dtype
-from tinyattn.nn import (bart_checkpoints, dit_checkpoints, open_checkpoints, t5_checkpoints,
-                         vit_checkpoints, whisper_checkpoints)
+from tinyattn.nn import (bart_checkpoints, clip_checkpoints, dit_checkpoints, open_checkpoints,
+                         t5_checkpoints, vit_checkpoints, whisper_checkpoints)
 
 # config.json's model_type -> the reader of chapter 6's model
-READERS = {"vit": vit_checkpoints.from_pretrained, "whisper": whisper_checkpoints.from_pretrained,
+READERS = {"vit": vit_checkpoints.from_pretrained, "clip": clip_checkpoints.from_pretrained,
+           "whisper": whisper_checkpoints.from_pretrained,
            "t5": t5_checkpoints.from_pretrained, "bart": bart_checkpoints.from_pretrained,
            "marian": bart_checkpoints.from_pretrained}
 LANGUAGE_MODELS = ("gpt2",) + open_checkpoints.FAMILIES         # chapter 5's reader's
