@@ -19,7 +19,9 @@ chapter's layers; read the files in this order:
                (DeepSeek's: LatentAttention and its LatentCache), routed_experts (Qwen3-MoE's
                and DeepSeek-V3's routers: RoutedExperts), open_decoder (Llama, Mistral, Qwen,
                Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
-               generate), families (what each family fixes), open_checkpoints (from_pretrained
+               generate), llama (Llama 3 on a page, and Mistral and Qwen2 as Llama with a
+               piece changed), qwen3 (Qwen3 on a page: Llama with QK-norm), families (what
+               each family fixes), open_checkpoints (from_pretrained
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
 
@@ -42,6 +44,8 @@ from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAtten
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
+from tinyattn.nn.llama import Llama, Mistral, Qwen2
+from tinyattn.nn.qwen3 import Qwen3
 from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
 
@@ -52,4 +56,4 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache"]
+           "DecoderCache", "Llama", "Mistral", "Qwen2", "Qwen3", "from_pretrained", "SinkCache"]

@@ -55,13 +55,17 @@ from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
                                   LAYER_TYPES, ROUTERS, SIZES, THEIR_ACTIVATION, THETA)
 from tinyattn.nn.latent_attention import LatentSettings
+from tinyattn.nn.llama import Llama, Mistral, Qwen2
 from tinyattn.nn.module import extends
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
 from tinyattn.nn.open_decoder_checks import settings_fit
 from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.qwen3 import Qwen3
 from tinyattn.nn.routed_experts import ExpertSettings
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
+# model_type -> the model of its page; the families not given one run on OpenDecoder's switches
+MODELS = {"llama": Llama, "mistral": Mistral, "qwen2": Qwen2, "qwen3": Qwen3}
 KEPT = ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings")
 
 # tinyattn's name (N: the block)    the checkpoint's name (transformers' ...ForCausalLM)
@@ -353,7 +357,8 @@ def from_pretrained(folder, dtype=np.float32):
     if config["model_type"] == "gpt2":
         return CausalTransformer.from_pretrained(folder, dtype=dtype)
     try:
-        model = OpenDecoder(settings_from_config(config, folder), dtype=dtype)
+        settings = settings_from_config(config, folder)
+        model = MODELS.get(settings.model_type, OpenDecoder)(settings, dtype=dtype)
         model.load_state_dict(state_from_checkpoint(model, folder))
     except (OSError, ValueError) as error:
         raise type(error)(f"from_pretrained: {error}") from None

@@ -145,6 +145,27 @@ def decoder(switches, cached=False):
     return build
 
 
+# each family's page (nn/llama.py, nn/qwen3.py), its own switches on: (class, settings)
+FAMILIES = {
+    "Llama": (nn.Llama, dict(SWITCHES["Llama 3's switches"], model_type="llama")),
+    "Mistral": (nn.Mistral, dict(sliding_window=2, layer_types=("sliding",) * 2,
+                                 model_type="mistral")),
+    "Qwen2": (nn.Qwen2, dict(qkv_bias=True, sliding_window=2, layer_types=("full", "sliding"),
+                             model_type="qwen2")),
+    "Qwen3": (nn.Qwen3, dict(SWITCHES["Qwen3's switches"], model_type="qwen3")),
+}
+
+
+def family_model(family, cached=False):
+    """The family's model (FAMILIES) on fixed ids, as `decoder`."""
+    def build():
+        ta.manual_seed(0)
+        model_class, switches = FAMILIES[family]
+        model = off_their_start(model_class(nn.DecoderSettings(**{**TINY, **switches})))
+        return language_model_logits(model, cached)
+    return build
+
+
 OP_CASES = [
     OpCase("rms_norm", F.rms_norm, np_rms_norm, ((2, 3, 5), (5,))),
     OpCase("rms_norm, no weight", F.rms_norm, np_rms_norm, ((4, 6),)),
@@ -193,6 +214,10 @@ LAYER_CASES = [
     LayerCase("OpenDecoder, Gemma 3's switches, cached step (random directions)",
               decoder(SWITCHES["Gemma 3's switches"],
                       cached=True), directions=4),
+    *[LayerCase(f"{family} (random directions)", family_model(family), directions=4)
+      for family in FAMILIES],
+    LayerCase("Qwen3, cached step (random directions)", family_model("Qwen3", cached=True),
+              directions=4),
 ]
 
 FUSED_CASES = [

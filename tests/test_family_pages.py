@@ -1,0 +1,92 @@
+"""Chapter 5's models on a page (tinyattn/nn/llama.py, tinyattn/nn/qwen3.py): each computes what
+the one decoder of settings (nn/open_decoder.py) computes with its family's switches, its
+parameters named as the decoder's (so the families' files read into it: the parity with
+transformers is tests/test_open_checkpoints.py's), and refuses settings its family's code fixes
+otherwise. The gradients: the checklist's rows "Llama", "Mistral", "Qwen2", "Qwen3"."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+from tinyattn.nn.llama import LLAMA_3_2_1B, MISTRAL_7B, QWEN2_0_5B, LlamaAttention
+from tinyattn.nn.llama_checks import family_fits
+from tinyattn.nn.open_checkpoints import settings_from_config
+from tinyattn.nn.qwen3 import QWEN3_0_6B_CONFIG, Qwen3Attention
+from tinyattn_tools.checklist.chapter5 import FAMILIES, TINY, off_their_start
+
+IDS = np.random.default_rng(0).integers(0, TINY["vocab_size"], (2, 7))
+
+
+def logits_of(model, ids, **options):
+    with ta.no_grad():
+        return model(ids, **options).data
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_page_computes_the_decoders_logits_and_caches_as_it(family):
+    """float64, the same parameters: the page's logits and weights are the decoder's, whole and
+    in cached steps past the window."""
+    model_class, switches = FAMILIES[family]
+    settings = nn.DecoderSettings(**{**TINY, **switches})
+    ta.manual_seed(0)
+    page = off_their_start(model_class(settings)).eval()
+    decoder = nn.OpenDecoder(settings).eval()
+    assert list(dict(page.named_parameters())) == list(dict(decoder.named_parameters()))
+    decoder.load_state_dict(page.state_dict())
+    ours, weights = page(IDS, return_weights=True)
+    theirs, their_weights = decoder(IDS, return_weights=True)
+    np.testing.assert_allclose(ours.data, theirs.data, rtol=0, atol=1e-13)
+    for w, their_w in zip(weights, their_weights):
+        np.testing.assert_allclose(w.data, their_w.data, rtol=0, atol=1e-14)
+    cache = page.empty_cache()
+    steps = [logits_of(page, IDS[:, a:b], cache=cache) for a, b in ((0, 3), (3, 4), (4, 7))]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), ours.data, rtol=0, atol=1e-12)
+    assert len(cache) == 7 and cache.batch_size == 2
+    windows = [settings.sliding_window if kind == "sliding" else None
+               for kind in settings.kinds()]
+    assert [block.attn.window for block in page.blocks] == windows
+    assert cache.nbytes == sum(2 * 2 * 2 * (7 if w is None else w) * 4 * 8 for w in windows)
+
+
+def test_qwen3_is_llama_with_qk_norm_and_qwen2_llama_with_qkv_biases():
+    qwen3 = FAMILIES["Qwen3"][0](nn.DecoderSettings(**{**TINY, **FAMILIES["Qwen3"][1]}))
+    assert type(qwen3.blocks[0].attn) is Qwen3Attention
+    assert isinstance(qwen3.blocks[0].attn, LlamaAttention)
+    assert qwen3.blocks[0].attn.q_norm.weight.shape == (TINY["head_dim"],)
+    qwen2 = nn.Qwen2(nn.DecoderSettings(**TINY, qkv_bias=True, model_type="qwen2"))
+    attention = qwen2.blocks[0].attn
+    assert attention.q_proj.bias is not None and attention.v_proj.bias is not None
+    assert attention.out_proj.bias is None
+
+
+def test_the_pages_real_sizes_are_their_families():
+    """Llama 3.2-1B's, Mistral 7B's, Qwen2-0.5B's settings are of their family; Qwen3-0.6B's
+    config.json reads to 28 layers of 16 heads on 8 key/value heads of 128 (not 1024 / 16)."""
+    for model_class, settings in ((nn.Llama, LLAMA_3_2_1B), (nn.Mistral, MISTRAL_7B),
+                                  (nn.Qwen2, QWEN2_0_5B)):
+        family_fits(model_class.__new__(model_class), settings)
+    qwen3 = settings_from_config(QWEN3_0_6B_CONFIG, "Qwen3-0.6B's config.json")
+    assert (qwen3.num_layers, qwen3.num_heads, qwen3.num_kv_heads, qwen3.head_dim,
+            qwen3.hidden_size) == (28, 16, 8, 128, 1024)
+    family_fits(nn.Qwen3.__new__(nn.Qwen3), qwen3)
+
+
+@pytest.mark.parametrize("model_class, changes, message", [
+    (nn.Llama, dict(qk_norm=True), r"^Llama: a llama model cannot have qk_norm=True \(llama has "
+                                   r"False\)$"),
+    (nn.Llama, dict(sliding_window=2, layer_types=("sliding", "full")),
+     r"^Llama: a llama model cannot have sliding layers \(llama has none\)$"),
+    (nn.Mistral, dict(model_type="mistral", sliding_window=2, layer_types=("sliding", "full")),
+     r"^Mistral: a mistral model cannot have layer_types \('sliding', 'full'\) \(mistral slides "
+     r"on every layer, or none\)$"),
+    (nn.Qwen2, dict(model_type="qwen2"), r"^Qwen2: a qwen2 model cannot have qkv_bias=False "
+                                         r"\(qwen2 has True\)$"),
+    (nn.Qwen3, dict(), r"^Qwen3: settings.model_type must be 'qwen3' for a Qwen3, got 'llama'$"),
+    (nn.Qwen3, dict(model_type="qwen3", qk_norm=True, num_kv_heads=3),
+     r"^Qwen3: num_kv_heads 3 must divide num_heads 4"),
+])
+def test_settings_a_family_does_not_have_are_named(model_class, changes, message):
+    with pytest.raises(ValueError, match=message):
+        model_class(dataclasses.replace(nn.DecoderSettings(**TINY), **changes))
