@@ -1,8 +1,8 @@
-"""Chapter 5's models on a page (tinyattn/nn/llama.py, tinyattn/nn/qwen3.py): each computes what
+"""Chapter 5's models on a page (tinyattn/nn/llama.py, qwen3.py, gemma3.py): each computes what
 the one decoder of settings (nn/open_decoder.py) computes with its family's switches, its
 parameters named as the decoder's (so the families' files read into it: the parity with
 transformers is tests/test_open_checkpoints.py's), and refuses settings its family's code fixes
-otherwise. The gradients: the checklist's rows "Llama", "Mistral", "Qwen2", "Qwen3"."""
+otherwise. The gradients: the checklist's rows "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma 3"."""
 import dataclasses
 
 import numpy as np
@@ -47,7 +47,8 @@ def test_each_page_computes_the_decoders_logits_and_caches_as_it(family):
     windows = [settings.sliding_window if kind == "sliding" else None
                for kind in settings.kinds()]
     assert [block.attn.window for block in page.blocks] == windows
-    assert cache.nbytes == sum(2 * 2 * 2 * (7 if w is None else w) * 4 * 8 for w in windows)
+    K, D = settings.num_kv_heads, settings.head_dim
+    assert cache.nbytes == sum(2 * 2 * K * (7 if w is None else w) * D * 8 for w in windows)
 
 
 def test_qwen3_is_llama_with_qk_norm_and_qwen2_llama_with_qkv_biases():

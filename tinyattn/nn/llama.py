@@ -8,7 +8,7 @@ Llama keeps that skeleton and changes four pieces; every family of this chapter 
                       (rotary, rotate-half layout), so a score depends on how far apart they are
     the heads         K key/value heads shared by H query heads in groups of H / K
                       (grouped-query attention): the cache is H / K times smaller
-    the feed-forward  gated: down(silu(gate(x)) * up(x)) (SwiGLU)
+    the feed-forward  gated: down(silu(gate(x)) * up(x)) (SwiGLU; the config's hidden_act)
 
 Read top to bottom: LlamaAttention (its forward's numbered steps: project, rotate, the cache,
 attend, merge), LlamaBlock, Llama (embedding, blocks, final norm, head), then the variants:
@@ -69,6 +69,7 @@ class LlamaAttention(Module):
 
     activations = ("q", "k", "v", "weights", "heads", "out")
     qkv_bias = None         # None: the settings' attention_bias (qkv_bias); Qwen2: always True
+    scale = None            # the scores' factor, None: 1 / sqrt(D); Gemma 3 has its own
 
     def __init__(self, settings, window=None, dtype=None):
         s = settings
@@ -100,7 +101,8 @@ class LlamaAttention(Module):
         # 4. attend, each group of H / K query heads on its key/value head, causal: the query
         # at position start + t sees the keys up to it (on a sliding layer, its window of them)
         mask = visible_keys(T, S, self.window)                      # (T, S) or None
-        weights = self.hook("weights", grouped_weights(q, k, mask))     # (B, H, T, S)
+        weights = grouped_weights(q, k, mask, self.scale)           # (B, H, T, S)
+        weights = self.hook("weights", weights)                     # (B, H, T, S)
         heads = self.hook("heads", grouped_values(weights, v))      # (B, H, T, D)
         # 5. merge the heads side by side, and project
         merged = heads.transpose(0, 2, 1, 3).reshape(B, T, H * D)   # (B, T, H D)
@@ -137,8 +139,8 @@ class LlamaBlock(Module):
         self.attn_norm = RMSNorm(s.hidden_size, s.norm_eps, dtype=dtype)
         self.attn = attention
         self.mlp_norm = RMSNorm(s.hidden_size, s.norm_eps, dtype=dtype)
-        self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, "silu", bias=s.mlp_bias,
-                                    dtype=dtype)
+        self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
+                                    bias=s.mlp_bias, dtype=dtype)
 
     def forward(self, x, start=0, cache=None):
         """(the output (B, T, E), the attention weights (B, H, T, S)) for tokens at positions
@@ -162,7 +164,9 @@ class Llama(OpenDecoder):
     """
 
     model_type = "llama"
-    Attention = LlamaAttention          # what a variant changes: its attention ...
+    Attention = LlamaAttention          # what a variant changes: its attention, its block,
+    Block = LlamaBlock                  # its norm (Gemma 3's scales by 1 + weight) ...
+    Norm = RMSNorm
 
     def window(self, layer):
         """... and the keys a query of `layer` sees (itself included): all of them, None."""
@@ -172,9 +176,9 @@ class Llama(OpenDecoder):
     def __init__(self, settings, dtype=None):
         self.settings = settings
         self.embed = Embedding(settings.vocab_size, settings.hidden_size, dtype=dtype)
-        self.blocks = [LlamaBlock(settings, self.Attention(settings, self.window(i), dtype), dtype)
+        self.blocks = [self.Block(settings, self.Attention(settings, self.window(i), dtype), dtype)
                        for i in range(settings.num_layers)]
-        self.norm = RMSNorm(settings.hidden_size, settings.norm_eps, dtype=dtype)
+        self.norm = self.Norm(settings.hidden_size, settings.norm_eps, dtype=dtype)
         self.head = Linear(settings.hidden_size, settings.vocab_size, bias=False, dtype=dtype)
         if settings.tied_head:          # one Parameter in two places: its gradient sums both uses
             self.head.weight = self.embed.weight        # (vocab_size, E): Linear's (out, in)

@@ -1,6 +1,7 @@
 """Chapter 5. What a family's config asks for that the decoder does not compute, and what a
 family's files cannot hold, which `from_pretrained` and `save_pretrained` (nn/open_checkpoints.py)
 refuse by name."""
+from tinyattn.nn.gemma3 import Gemma3, Gemma3Attention, Gemma3Block, GemmaRMSNorm
 from tinyattn.nn.latent_attention import LatentAttention
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.llama import Llama, LlamaAttention, LlamaBlock, Mistral, Qwen2, Qwen2Attention
@@ -14,7 +15,8 @@ from tinyattn.nn.routed_experts import RoutedExperts
 # Linear) computes something else, which a family's files have no place for.
 DECODER_LAYERS = (OpenDecoder, Embedding, DecoderBlock, RMSNorm, GroupedQueryAttention,
                   LatentAttention, GatedFeedForward, RoutedExperts, Linear, Llama, Mistral, Qwen2,
-                  Qwen3, LlamaBlock, LlamaAttention, Qwen2Attention, Qwen3Attention)
+                  Qwen3, LlamaBlock, LlamaAttention, Qwen2Attention, Qwen3Attention, Gemma3,
+                  Gemma3Block, Gemma3Attention, GemmaRMSNorm)
 
 
 def unimplemented(config, family):

@@ -145,7 +145,7 @@ def decoder(switches, cached=False):
     return build
 
 
-# each family's page (nn/llama.py, nn/qwen3.py), its own switches on: (class, settings)
+# each family's page (nn/llama.py, qwen3.py, gemma3.py), its switches on: (class, settings)
 FAMILIES = {
     "Llama": (nn.Llama, dict(SWITCHES["Llama 3's switches"], model_type="llama")),
     "Mistral": (nn.Mistral, dict(sliding_window=2, layer_types=("sliding",) * 2,
@@ -153,6 +153,7 @@ FAMILIES = {
     "Qwen2": (nn.Qwen2, dict(qkv_bias=True, sliding_window=2, layer_types=("full", "sliding"),
                              model_type="qwen2")),
     "Qwen3": (nn.Qwen3, dict(SWITCHES["Qwen3's switches"], model_type="qwen3")),
+    "Gemma 3": (nn.Gemma3, dict(SWITCHES["Gemma 3's switches"], model_type="gemma3_text")),
 }
 
 
