@@ -1,8 +1,10 @@
-"""Chapter 5's models on a page (tinyattn/nn/llama.py, qwen3.py, gemma3.py): each computes what
+"""Chapter 5's models on a page (tinyattn/nn/llama.py, qwen3.py, gemma3.py, qwen3_moe.py,
+deepseek_v3.py): each computes what
 the one decoder of settings (nn/open_decoder.py) computes with its family's switches, its
 parameters named as the decoder's (so the families' files read into it: the parity with
 transformers is tests/test_open_checkpoints.py's), and refuses settings its family's code fixes
-otherwise. The gradients: the checklist's rows "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma 3"."""
+otherwise. The gradients: the checklist's rows "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma 3",
+"Qwen3-MoE", "DeepSeek-V3"."""
 import dataclasses
 
 import numpy as np
@@ -10,12 +12,17 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
+from tinyattn.nn.deepseek_v3 import DEEPSEEK_V3
+from tinyattn.nn.gemma3 import GEMMA_3_1B
 from tinyattn.nn.llama import LLAMA_3_2_1B, MISTRAL_7B, QWEN2_0_5B, LlamaAttention
 from tinyattn.nn.llama_checks import family_fits
 from tinyattn.nn.open_checkpoints import settings_from_config
 from tinyattn.nn.qwen3 import QWEN3_0_6B_CONFIG, Qwen3Attention
-from tinyattn_tools.checklist.chapter5 import FAMILIES, TINY, off_their_start
+from tinyattn.nn.qwen3_moe import QWEN3_30B_A3B
+from tinyattn_tools.checklist.chapter5 import FAMILIES as DENSE_FAMILIES, TINY, off_their_start
+from tinyattn_tools.checklist.latent_and_experts import MIXTURE_FAMILIES, with_random_bias
 
+FAMILIES = {**DENSE_FAMILIES, **MIXTURE_FAMILIES}
 IDS = np.random.default_rng(0).integers(0, TINY["vocab_size"], (2, 7))
 
 
@@ -31,7 +38,7 @@ def test_each_page_computes_the_decoders_logits_and_caches_as_it(family):
     model_class, switches = FAMILIES[family]
     settings = nn.DecoderSettings(**{**TINY, **switches})
     ta.manual_seed(0)
-    page = off_their_start(model_class(settings)).eval()
+    page = with_random_bias(off_their_start(model_class(settings))).eval()
     decoder = nn.OpenDecoder(settings).eval()
     assert list(dict(page.named_parameters())) == list(dict(decoder.named_parameters()))
     decoder.load_state_dict(page.state_dict())
@@ -44,6 +51,10 @@ def test_each_page_computes_the_decoders_logits_and_caches_as_it(family):
     steps = [logits_of(page, IDS[:, a:b], cache=cache) for a, b in ((0, 3), (3, 4), (4, 7))]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), ours.data, rtol=0, atol=1e-12)
     assert len(cache) == 7 and cache.batch_size == 2
+    if settings.latent is not None:                 # the latents: r + d_R a token and layer
+        latent = settings.latent.kv_lora_rank + settings.latent.qk_rope_head_dim
+        assert cache.nbytes == settings.num_layers * 2 * 7 * latent * 8
+        return
     windows = [settings.sliding_window if kind == "sliding" else None
                for kind in settings.kinds()]
     assert [block.attn.window for block in page.blocks] == windows
@@ -63,10 +74,12 @@ def test_qwen3_is_llama_with_qk_norm_and_qwen2_llama_with_qkv_biases():
 
 
 def test_the_pages_real_sizes_are_their_families():
-    """Llama 3.2-1B's, Mistral 7B's, Qwen2-0.5B's settings are of their family; Qwen3-0.6B's
+    """Llama 3.2-1B's, Mistral 7B's, Qwen2-0.5B's, Gemma 3 1B's, Qwen3-30B-A3B's, DeepSeek-V3's
+    settings are of their family; Qwen3-0.6B's
     config.json reads to 28 layers of 16 heads on 8 key/value heads of 128 (not 1024 / 16)."""
     for model_class, settings in ((nn.Llama, LLAMA_3_2_1B), (nn.Mistral, MISTRAL_7B),
-                                  (nn.Qwen2, QWEN2_0_5B)):
+                                  (nn.Qwen2, QWEN2_0_5B), (nn.Gemma3, GEMMA_3_1B),
+                                  (nn.Qwen3Moe, QWEN3_30B_A3B), (nn.DeepseekV3, DEEPSEEK_V3)):
         family_fits(model_class.__new__(model_class), settings)
     qwen3 = settings_from_config(QWEN3_0_6B_CONFIG, "Qwen3-0.6B's config.json")
     assert (qwen3.num_layers, qwen3.num_heads, qwen3.num_kv_heads, qwen3.head_dim,

@@ -21,7 +21,9 @@ chapter's layers; read the files in this order:
                Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
                generate), llama (Llama 3 on a page, and Mistral and Qwen2 as Llama with a
                piece changed), qwen3 (Qwen3 on a page: Llama with QK-norm), gemma3 (Gemma 3:
-               Qwen3 with Gemma's norms, scale, local layers and embedding), families (what
+               Qwen3 with Gemma's norms, scale, local layers and embedding), qwen3_moe (Qwen3
+               with routed experts), deepseek_v3 (Llama with latent attention and DeepSeek's
+               experts), families (what
                each family fixes), open_checkpoints (from_pretrained
                for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
                tokens and a window)
@@ -48,6 +50,8 @@ from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
 from tinyattn.nn.llama import Llama, Mistral, Qwen2
 from tinyattn.nn.qwen3 import Qwen3
 from tinyattn.nn.gemma3 import Gemma3
+from tinyattn.nn.qwen3_moe import Qwen3Moe
+from tinyattn.nn.deepseek_v3 import DeepseekV3
 from tinyattn.nn.open_checkpoints import from_pretrained
 from tinyattn.nn.sink_cache import SinkCache
 
@@ -58,5 +62,5 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
            "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma3",
-           "from_pretrained", "SinkCache"]
+           "DecoderCache", "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma3", "Qwen3Moe",
+           "DeepseekV3",            "from_pretrained", "SinkCache"]

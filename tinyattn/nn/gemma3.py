@@ -33,7 +33,7 @@ from tinyattn.arrays import data_of
 from tinyattn.nn import llama_checks as checks
 from tinyattn.nn.llama import Llama, LlamaBlock, sliding_window
 from tinyattn.nn.open_decoder import DecoderSettings
-from tinyattn.nn.open_layers import GatedFeedForward, RMSNorm
+from tinyattn.nn.open_layers import RMSNorm
 from tinyattn.nn.qwen3 import Qwen3Attention
 
 # google/gemma-3-1b-pt's config.json: five sliding layers (window 512, base 10,000) to one global
@@ -72,24 +72,22 @@ class Gemma3Attention(Qwen3Attention):
 
 
 class Gemma3Block(LlamaBlock):
-    """Gemma 3's block: Gemma's norms around the attention and the feed-forward (GeGLU):
+    """Gemma 3's block: Gemma's norms around the attention and the feed-forward (GeGLU), each
+    output normed too:
 
         x = x + attn_out_norm(attn(attn_norm(x)))
         x = x + mlp_out_norm(mlp(mlp_norm(x)))
     """
 
-    def __init__(self, settings, attention, dtype=None):
-        s = settings
-
+    def __init__(self, settings, attention, mlp, dtype=None):
         def norm():
-            return GemmaRMSNorm(s.hidden_size, s.norm_eps, dtype=dtype)
+            return GemmaRMSNorm(settings.hidden_size, settings.norm_eps, dtype=dtype)
 
         self.attn_norm = norm()
         self.attn = attention
         self.attn_out_norm = norm()
         self.mlp_norm = norm()
-        self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
-                                    bias=s.mlp_bias, dtype=dtype)
+        self.mlp = mlp                      # GeGLU: the settings' activation, gelu_tanh
         self.mlp_out_norm = norm()
 
     def forward(self, x, start=0, cache=None):

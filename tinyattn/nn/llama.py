@@ -124,7 +124,7 @@ class LlamaAttention(Module):
 
 
 class LlamaBlock(Module):
-    """One pre-norm block, chapter 1's with RMSNorms, the family's attention and a SwiGLU:
+    """One pre-norm block, chapter 1's with RMSNorms, the model's attention and feed-forward:
 
         x = x + attn(attn_norm(x))
         x = x + mlp(mlp_norm(x))
@@ -134,13 +134,11 @@ class LlamaBlock(Module):
 
     activations = ("resid_pre", "resid_mid", "mlp_out", "resid_post")
 
-    def __init__(self, settings, attention, dtype=None):
-        s = settings
-        self.attn_norm = RMSNorm(s.hidden_size, s.norm_eps, dtype=dtype)
+    def __init__(self, settings, attention, mlp, dtype=None):
+        self.attn_norm = RMSNorm(settings.hidden_size, settings.norm_eps, dtype=dtype)
         self.attn = attention
-        self.mlp_norm = RMSNorm(s.hidden_size, s.norm_eps, dtype=dtype)
-        self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
-                                    bias=s.mlp_bias, dtype=dtype)
+        self.mlp_norm = RMSNorm(settings.hidden_size, settings.norm_eps, dtype=dtype)
+        self.mlp = mlp
 
     def forward(self, x, start=0, cache=None):
         """(the output (B, T, E), the attention weights (B, H, T, S)) for tokens at positions
@@ -169,15 +167,25 @@ class Llama(OpenDecoder):
     Norm = RMSNorm
 
     def window(self, layer):
-        """... and the keys a query of `layer` sees (itself included): all of them, None."""
+        """... the keys a query of `layer` sees (itself included): all of them, None ..."""
         return None
+
+    def attention(self, layer, dtype):
+        """... the attention of `layer` (DeepSeek-V3's is latent attention) ..."""
+        return self.Attention(self.settings, self.window(layer), dtype)
+
+    def feed_forward(self, layer, dtype):
+        """... and its feed-forward: gated, SwiGLU (Qwen3-MoE's: routed experts)."""
+        s = self.settings
+        return GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
+                                bias=s.mlp_bias, dtype=dtype)
 
     @door(checks.family_fits, dtype=floating_dtype)
     def __init__(self, settings, dtype=None):
         self.settings = settings
         self.embed = Embedding(settings.vocab_size, settings.hidden_size, dtype=dtype)
-        self.blocks = [self.Block(settings, self.Attention(settings, self.window(i), dtype), dtype)
-                       for i in range(settings.num_layers)]
+        self.blocks = [self.Block(settings, self.attention(i, dtype), self.feed_forward(i, dtype),
+                                  dtype) for i in range(settings.num_layers)]
         self.norm = self.Norm(settings.hidden_size, settings.norm_eps, dtype=dtype)
         self.head = Linear(settings.hidden_size, settings.vocab_size, bias=False, dtype=dtype)
         if settings.tied_head:          # one Parameter in two places: its gradient sums both uses

@@ -54,6 +54,7 @@ from tinyattn.nn import open_checkpoints_checks as checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
                                   LAYER_TYPES, ROUTERS, SIZES, THEIR_ACTIVATION, THETA)
+from tinyattn.nn.deepseek_v3 import DeepseekV3
 from tinyattn.nn.gemma3 import Gemma3
 from tinyattn.nn.latent_attention import LatentSettings
 from tinyattn.nn.llama import Llama, Mistral, Qwen2
@@ -62,12 +63,13 @@ from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
 from tinyattn.nn.open_decoder_checks import settings_fit
 from tinyattn.nn.pretrained import read_stored_weights, shown
 from tinyattn.nn.qwen3 import Qwen3
+from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import ExpertSettings
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
 # model_type -> the model of its page; the families not given one run on OpenDecoder's switches
 MODELS = {"llama": Llama, "mistral": Mistral, "qwen2": Qwen2, "qwen3": Qwen3,
-          "gemma3_text": Gemma3}
+          "gemma3_text": Gemma3, "qwen3_moe": Qwen3Moe, "deepseek_v3": DeepseekV3}
 KEPT = ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings")
 
 # tinyattn's name (N: the block)    the checkpoint's name (transformers' ...ForCausalLM)

@@ -1,6 +1,7 @@
 """Chapter 5. What a family's config asks for that the decoder does not compute, and what a
 family's files cannot hold, which `from_pretrained` and `save_pretrained` (nn/open_checkpoints.py)
 refuse by name."""
+from tinyattn.nn.deepseek_v3 import DeepseekV3
 from tinyattn.nn.gemma3 import Gemma3, Gemma3Attention, Gemma3Block, GemmaRMSNorm
 from tinyattn.nn.latent_attention import LatentAttention
 from tinyattn.nn.layers import Embedding, Linear
@@ -9,6 +10,7 @@ from tinyattn.nn.open_decoder import DecoderBlock, OpenDecoder
 from tinyattn.nn.open_decoder_checks import family_differences
 from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
 from tinyattn.nn.qwen3 import Qwen3, Qwen3Attention
+from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import RoutedExperts
 
 # The layers a decoder is made of, each exactly of its class: a subclass (a LoRALinear is a
@@ -16,7 +18,7 @@ from tinyattn.nn.routed_experts import RoutedExperts
 DECODER_LAYERS = (OpenDecoder, Embedding, DecoderBlock, RMSNorm, GroupedQueryAttention,
                   LatentAttention, GatedFeedForward, RoutedExperts, Linear, Llama, Mistral, Qwen2,
                   Qwen3, LlamaBlock, LlamaAttention, Qwen2Attention, Qwen3Attention, Gemma3,
-                  Gemma3Block, Gemma3Attention, GemmaRMSNorm)
+                  Gemma3Block, Gemma3Attention, GemmaRMSNorm, Qwen3Moe, DeepseekV3)
 
 
 def unimplemented(config, family):
