@@ -636,8 +636,7 @@ def a_model_trained_here(settings):
     """A decoder built from `settings`, float32, after one step of training (DeepSeek's choice
     bias, frozen, stays)."""
     ta.manual_seed(3)
-    model = nn.open_checkpoints.MODELS.get(settings.model_type, nn.OpenDecoder)(settings,
-                                                                             dtype=np.float32)
+    model = nn.open_checkpoints.MODELS[settings.model_type](settings, dtype=np.float32)
     ids = np.random.default_rng(0).integers(0, settings.vocab_size, (2, 9))
     optimizer = ta.optim.Adam(model.trainable_parameters(), lr=0.01)
     logits = model(ids[:, :-1])

@@ -17,16 +17,14 @@ chapter's layers; read the files in this order:
                Face peft's format)
     chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), latent_attention
                (DeepSeek's: LatentAttention and its LatentCache), routed_experts (Qwen3-MoE's
-               and DeepSeek-V3's routers: RoutedExperts), open_decoder (Llama, Mistral, Qwen,
-               Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
-               generate), llama (Llama 3 on a page, and Mistral and Qwen2 as Llama with a
-               piece changed), qwen3 (Qwen3 on a page: Llama with QK-norm), gemma3 (Gemma 3:
-               Qwen3 with Gemma's norms, scale, local layers and embedding), qwen3_moe (Qwen3
-               with routed experts), deepseek_v3 (Llama with latent attention and DeepSeek's
-               experts), families (what
-               each family fixes), open_checkpoints (from_pretrained
-               for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
-               tokens and a window)
+               and DeepSeek-V3's routers: RoutedExperts), open_decoder (what every family's
+               model shares: DecoderSettings, generate, its cache), a model on a page for each
+               family: llama (Llama 3, and Mistral and Qwen2 as Llama with a piece changed),
+               qwen3 (Llama with QK-norm), gemma3 (Qwen3 with Gemma's norms, scale, local
+               layers and embedding), qwen3_moe (Qwen3 with routed experts), deepseek_v3 (Llama
+               with latent attention and DeepSeek's experts); families (what each family
+               fixes), open_checkpoints (from_pretrained for every family, save_pretrained),
+               sink_cache (StreamingLLM's cache: the first tokens and a window)
 
 What makes a layer's argument bad is in checks.py for chapter 1, and beside its file for a later
 chapter (lora_checks.py beside lora.py).

@@ -157,8 +157,9 @@ class Llama(OpenDecoder):
         embed -> num_layers LlamaBlocks -> norm -> head (tied to the embedding in 3.2-1B)
 
     `settings`: a DecoderSettings of the family (LLAMA_3_2_1B's sizes, say); the parameters take
-    `dtype` (default float64). generate, empty_cache and save_pretrained are OpenDecoder's. The
-    activations it names are chapter 4's: "embed" (B, T, E) and "final", the last norm's output.
+    `dtype` (default float64). generate, empty_cache (nn/open_decoder.py) and save_pretrained
+    (nn/open_checkpoints.py) are every family's. The activations it names are chapter 4's:
+    "embed" (B, T, E) and "final", the last norm's output.
     """
 
     model_type = "llama"

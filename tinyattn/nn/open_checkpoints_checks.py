@@ -6,19 +6,18 @@ from tinyattn.nn.gemma3 import Gemma3, Gemma3Attention, Gemma3Block, GemmaRMSNor
 from tinyattn.nn.latent_attention import LatentAttention
 from tinyattn.nn.layers import Embedding, Linear
 from tinyattn.nn.llama import Llama, LlamaAttention, LlamaBlock, Mistral, Qwen2, Qwen2Attention
-from tinyattn.nn.open_decoder import DecoderBlock, OpenDecoder
-from tinyattn.nn.open_decoder_checks import family_differences
-from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
+from tinyattn.nn.open_decoder_checks import family_differences, what_the_files_lack
+from tinyattn.nn.open_layers import GatedFeedForward, RMSNorm
 from tinyattn.nn.qwen3 import Qwen3, Qwen3Attention
 from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import RoutedExperts
 
 # The layers a decoder is made of, each exactly of its class: a subclass (a LoRALinear is a
 # Linear) computes something else, which a family's files have no place for.
-DECODER_LAYERS = (OpenDecoder, Embedding, DecoderBlock, RMSNorm, GroupedQueryAttention,
-                  LatentAttention, GatedFeedForward, RoutedExperts, Linear, Llama, Mistral, Qwen2,
-                  Qwen3, LlamaBlock, LlamaAttention, Qwen2Attention, Qwen3Attention, Gemma3,
-                  Gemma3Block, Gemma3Attention, GemmaRMSNorm, Qwen3Moe, DeepseekV3)
+DECODER_LAYERS = (Llama, Mistral, Qwen2, Qwen3, Gemma3, Qwen3Moe, DeepseekV3, Embedding,
+                  LlamaBlock, Gemma3Block, RMSNorm, GemmaRMSNorm, LlamaAttention, Qwen2Attention,
+                  Qwen3Attention, Gemma3Attention, LatentAttention, GatedFeedForward,
+                  RoutedExperts, Linear)
 
 
 def unimplemented(config, family):
@@ -58,7 +57,7 @@ def family_holds_it(self, folder):
     (none in llama, all or none in mistral); the decoder's layers alone (no LoRA adapter left
     unmerged), nothing attached to their hook points, one dtype."""
     settings = self.settings
-    differences = family_differences(settings)
+    differences = family_differences(settings) + what_the_files_lack(settings)
     others = [f"{name} (a {type(layer).__name__})" for name, layer in self.named_modules()
               if type(layer) not in DECODER_LAYERS]
     if others:

@@ -1,5 +1,5 @@
-"""Chapter 5. What makes an argument of the decoder (nn/open_decoder.py) bad: its settings, the
-ids and cache of a forward pass, a prompt."""
+"""Chapter 5. What makes an argument of a family's model (nn/llama.py ... nn/deepseek_v3.py, on
+nn/open_decoder.py's base) bad: its settings, the ids and cache of a forward pass, a prompt."""
 import dataclasses
 import numbers
 
@@ -17,7 +17,7 @@ KINDS = ("full", "sliding")
 
 
 def settings_fit(self, settings, dtype=None):
-    """OpenDecoder: settings is a DecoderSettings of positive integer sizes; its heads, rotary
+    """A family's model: settings is a DecoderSettings of positive integer sizes; its heads, rotary
     and activation fit; layer_types has one kind per layer, and sliding layers a window; its
     latent attention and its experts, if any, are of sizes that fit."""
     if type(settings).__name__ != "DecoderSettings":
@@ -98,16 +98,23 @@ def experts_fit(settings):
 
 
 def family_differences(settings):
-    """What a family's code (settings.model_type's) cannot run or its files hold of `settings`
+    """What the model of a family (settings.model_type's page) does not compute of `settings`
     (phrases): a switch the family fixes at another value (nn/families.py's FIXED), sliding
-    layers where the family has none (llama) or not on every layer (mistral), biases that one
-    attention_bias cannot give, experts routed otherwise than the family routes them."""
+    layers in a llama."""
     differences = [f"{name}={getattr(settings, name)!r} ({settings.model_type} has {value!r})"
                    for name, value in FIXED[settings.model_type].items()
                    if getattr(settings, name) != value]
-    kinds = settings.kinds()
-    if settings.model_type == "llama" and "sliding" in kinds:
+    if settings.model_type == "llama" and "sliding" in settings.kinds():
         differences.append("sliding layers (llama has none)")
+    return differences
+
+
+def what_the_files_lack(settings):
+    """What a family's files cannot hold of `settings` besides (phrases): sliding layers not on
+    every layer (mistral), biases that one attention_bias cannot give, experts routed otherwise
+    than the family routes them."""
+    differences = []
+    kinds = settings.kinds()
     if settings.model_type == "mistral" and len(set(kinds)) > 1:
         differences.append(f"layer_types {kinds} (mistral slides on every layer, or none)")
     if settings.qkv_bias != settings.out_bias and settings.model_type != "qwen2":
@@ -143,7 +150,7 @@ def what_the_experts_lack(settings):
 
 
 def ids_and_cache_fit(self, ids, cache=None, **_):
-    """OpenDecoder.forward: token ids (B, T); cache None or a DecoderCache of this model, of as
+    """A family's model's forward: token ids (B, T); cache None or a DecoderCache of this model, of as
     many sequences."""
     B, T = token_ids(self, ids)
     if cache is None:
@@ -157,5 +164,5 @@ def ids_and_cache_fit(self, ids, cache=None, **_):
 
 
 def prompt_fits(self, ids, **_):
-    """OpenDecoder.generate: token ids (the prompt)."""
+    """A family's model's generate (OpenDecoder.generate): token ids (the prompt)."""
     token_ids(self, ids)

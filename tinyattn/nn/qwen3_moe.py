@@ -39,7 +39,7 @@ class Qwen3Moe(Qwen3):
 
     def feed_forward(self, layer, dtype):
         s = self.settings
-        if layer in s.experts.dense_layers:
+        if s.feed_forwards()[layer] == "dense":
             return Llama.feed_forward(self, layer, dtype)          # Llama's SwiGLU
         return RoutedExperts(s.hidden_size, **s.experts.layer_arguments(),
                              activation=s.activation, dtype=dtype)

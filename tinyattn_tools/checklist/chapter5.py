@@ -1,7 +1,7 @@
 """The checklist's rows for chapter 5, the pieces of today's open models: RMSNorm, SiLU and the
 rotate-half rotary as ops (against NumPy, finite differences, and the chains of primitive ops
 they replace), grouped-query attention (against SDPA on key/value heads repeated by indexing, the
-chain it replaces), and the layers and decoder built from them, one row per family's switches.
+chain it replaces), the layers built from them, and each family's model on its page.
 
 Gemma's norms scale by 1 + weight, with weights that start at zero, and QK-norm has gains of its
 own: every row here gives the norms random gains first (`off_their_start`), so that a backward
@@ -135,16 +135,6 @@ SWITCHES = {      # Llama 3: llama3 rotary, biases, an untied head; Qwen3: QK-no
 }
 
 
-def decoder(switches, cached=False):
-    """An OpenDecoder with the given switches on fixed ids (5 tokens, longer than the window);
-    `cached`: the last two positions' logits after the first three went into a cache."""
-    def build():
-        ta.manual_seed(0)
-        model = off_their_start(nn.OpenDecoder(nn.DecoderSettings(**{**TINY, **switches})))
-        return language_model_logits(model, cached)
-    return build
-
-
 # each family's page (nn/llama.py, qwen3.py, gemma3.py), its switches on: (class, settings)
 FAMILIES = {
     "Llama": (nn.Llama, dict(SWITCHES["Llama 3's switches"], model_type="llama")),
@@ -158,7 +148,8 @@ FAMILIES = {
 
 
 def family_model(family, cached=False):
-    """The family's model (FAMILIES) on fixed ids, as `decoder`."""
+    """The family's model (FAMILIES) on fixed ids (5 tokens, longer than the window); `cached`:
+    the last two positions' logits after the first three went into a cache."""
     def build():
         ta.manual_seed(0)
         model_class, switches = FAMILIES[family]
@@ -210,14 +201,11 @@ LAYER_CASES = [
                                                      rope_base=100.0), (2, 5, 8))),
     LayerCase("GroupedQueryAttention, cached sliding step (random directions)",
               cached_attention_step, directions=6),
-    *[LayerCase(f"OpenDecoder, {name} (random directions)", decoder(switches), directions=4)
-      for name, switches in SWITCHES.items()],
-    LayerCase("OpenDecoder, Gemma 3's switches, cached step (random directions)",
-              decoder(SWITCHES["Gemma 3's switches"],
-                      cached=True), directions=4),
     *[LayerCase(f"{family} (random directions)", family_model(family), directions=4)
       for family in FAMILIES],
     LayerCase("Qwen3, cached step (random directions)", family_model("Qwen3", cached=True),
+              directions=4),
+    LayerCase("Gemma 3, cached step (random directions)", family_model("Gemma 3", cached=True),
               directions=4),
 ]
 

@@ -124,10 +124,9 @@ def routing_margin(experts, x, eps=1e-6):
     return float(min(gaps)), float(step)
 
 
-def mixture_decoder(switches, cached=False, model_class=nn.OpenDecoder):
-    """As chapter5.py's `decoder` (5 fixed tokens; `cached`: the last two after the first three
-    went into a cache), with its routers' choice biases drawn; `model_class` the decoder's, or a
-    family's page."""
+def mixture_decoder(switches, cached=False, model_class=nn.Qwen3Moe):
+    """As chapter5.py's `family_model` (5 fixed tokens; `cached`: the last two after the first
+    three went into a cache), a model of `model_class` with its routers' choice biases drawn."""
     def build():
         ta.manual_seed(0)
         settings = nn.DecoderSettings(**{**TINY, **switches})
@@ -178,11 +177,6 @@ LAYER_CASES = [
     LayerCase("RoutedExperts, DeepSeek-V3's router (sigmoid, bias, groups, shared)",
               routed_experts(DEEPSEEK_V3)),
     LayerCase("load_balancing_loss, two Qwen3-MoE layers", balanced_pair()),
-    *[LayerCase(f"OpenDecoder, {name} (random directions)", mixture_decoder(switches),
-                directions=4) for name, switches in MIXTURE_SWITCHES.items()],
-    LayerCase("OpenDecoder, DeepSeek-V3's switches, cached step (random directions)",
-              mixture_decoder(MIXTURE_SWITCHES["DeepSeek-V3's switches"], cached=True),
-              directions=4),
     *[LayerCase(f"{name} (random directions)", mixture_decoder(switches, model_class=page),
                 directions=4) for name, (page, switches) in MIXTURE_FAMILIES.items()],
     LayerCase("DeepSeek-V3, cached step (random directions)",
