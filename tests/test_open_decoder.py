@@ -1,6 +1,6 @@
 """Chapter 5's models (each family's page, on tinyattn/nn/open_decoder.py's base): the cache
-gives the logits of recomputing, a sliding layer keeps its window, the cache holds the key/value heads
-and `nbytes` is the formula (chapter 2's cache's too), generation with the cache equals
+gives the logits of recomputing, a sliding layer keeps its window, the cache holds the key/value
+heads and `nbytes` is the formula (chapter 2's cache's too), generation with the cache equals
 generation without, and chapter 4's tools work on it: run_with_cache, hooks, LoRA, the views.
 (The checkpoints of each family: tests/test_open_checkpoints.py.)"""
 import dataclasses
@@ -18,11 +18,10 @@ V, E, B, T = 13, 16, 2, 11
 SIZES = dict(vocab_size=V, hidden_size=E, intermediate_size=24, num_layers=3, num_heads=4,
              num_kv_heads=2, head_dim=6)
 MODEL_TYPES = {"Llama 3": "llama", "Qwen3": "qwen3", "Gemma 3": "gemma3_text"}
-SETTINGS = {name.split("'")[0]: nn.DecoderSettings(**{**SIZES, **switches,
-                                                      "num_layers": 2 if "layer_types" in switches
-                                                      else 3,
-                                                      "model_type": MODEL_TYPES[name.split("'")[0]]})
-            for name, switches in SWITCHES.items()}
+SETTINGS = {family: nn.DecoderSettings(**{**SIZES, **switches, "model_type": MODEL_TYPES[family],
+                                          "num_layers": 2 if "layer_types" in switches else 3})
+            for family, switches in ((name.split("'")[0], switches)
+                                     for name, switches in SWITCHES.items())}
 MISTRAL = nn.DecoderSettings(**SIZES, sliding_window=4, layer_types=("sliding",) * 3,
                              model_type="mistral")
 

@@ -15,7 +15,7 @@ chapter's layers; read the files in this order:
                each head's result computed when asked for), lora (low-rank adapters: LoRALinear,
                add_lora, merge_lora, save_lora, load_lora), lora_peft (the adapters in Hugging
                Face peft's format)
-    chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), latent_attention
+    chapter 5  open_layers (RMSNorm, GatedFeedForward), latent_attention
                (DeepSeek's: LatentAttention and its LatentCache), routed_experts (Qwen3-MoE's
                and DeepSeek-V3's routers: RoutedExperts), open_decoder (what every family's
                model shares: DecoderSettings, generate, its cache), a model on a page for each
@@ -41,7 +41,7 @@ from tinyattn.nn.experts import MixtureOfExperts
 from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, from_pretrained)
 from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hooks)
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
-from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAttention
+from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
@@ -58,7 +58,7 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "CausalTransformer",
            "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
-           "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
+           "RMSNorm", "GatedFeedForward", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
            "DecoderCache", "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma3", "Qwen3Moe",
            "DeepseekV3",            "from_pretrained", "SinkCache"]

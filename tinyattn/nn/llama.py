@@ -25,7 +25,7 @@ each family reads the fields it has, and refuses a setting its family's code fix
 import numpy as np
 
 import tinyattn.functional as F
-from tinyattn.arguments import door, floating_dtype
+from tinyattn.arguments import at_least, door, floating_dtype, optional
 from tinyattn.arrays import data_of
 from tinyattn.functional.grouped_query import grouped_values, grouped_weights, visible_keys
 from tinyattn.nn import llama_checks as checks
@@ -71,6 +71,7 @@ class LlamaAttention(Module):
     qkv_bias = None         # None: the settings' attention_bias (qkv_bias); Qwen2: always True
     scale = None            # the scores' factor, None: 1 / sqrt(D); Gemma 3 has its own
 
+    @door(checks.attention_fits, window=optional(at_least(1)), dtype=floating_dtype)
     def __init__(self, settings, window=None, dtype=None):
         s = settings
         self.embed_dim, self.num_heads = s.hidden_size, s.num_heads

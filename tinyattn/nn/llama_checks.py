@@ -1,7 +1,7 @@
 """Chapter 5. What makes an argument of a family's model (nn/llama.py ... nn/deepseek_v3.py) bad."""
 from tinyattn.nn.open_decoder_checks import (family_differences, ids_and_cache_fit,  # noqa: F401
                                              settings_fit)              # (Llama.forward's)
-from tinyattn.nn.open_layers_checks import input_and_cache_fit  # noqa: F401  (LlamaAttention's)
+from tinyattn.nn.open_layers_checks import attention_fits, input_and_cache_fit  # noqa: F401
 
 
 def family_fits(self, settings, dtype=None):

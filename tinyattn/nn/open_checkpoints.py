@@ -354,9 +354,9 @@ def from_pretrained(folder, dtype=np.float32):
     shards a model.safetensors.index.json lists), or of a name `python -m tinyattn download`
     fetched, in eval mode, its parameters of `dtype`: chapter 3's CausalTransformer for a GPT-2
     folder, the family's model for llama, mistral, qwen2, qwen3, gemma3_text, qwen3_moe and
-    deepseek_v3 (MODELS; see the top of this file). Its logits are transformers' AutoModelForCausalLM's
-    on the same ids. A folder that is not such a folder (a file missing, a config asking for
-    what the model does not compute, weights that disagree with the config) is a
+    deepseek_v3 (MODELS; see the top of this file). Its logits are transformers'
+    AutoModelForCausalLM's on the same ids. A folder that is not such a folder (a file missing, a
+    config asking for what the model does not compute, weights that disagree with the config) is a
     FileNotFoundError or ValueError naming the folder and what is wrong."""
     try:
         folder = model_folders.model_folder(folder)

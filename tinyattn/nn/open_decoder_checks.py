@@ -150,8 +150,8 @@ def what_the_experts_lack(settings):
 
 
 def ids_and_cache_fit(self, ids, cache=None, **_):
-    """A family's model's forward: token ids (B, T); cache None or a DecoderCache of this model, of as
-    many sequences."""
+    """A family's model's forward: token ids (B, T); cache None or a DecoderCache of this model,
+    of as many sequences."""
     B, T = token_ids(self, ids)
     if cache is None:
         return

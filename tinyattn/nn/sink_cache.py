@@ -67,10 +67,10 @@ class SinkLayerCache(LayerCache):
 
 class SinkCache(DecoderCache):
     """StreamingLLM's cache for every layer of `model` (a family's model, an OpenDecoder, of
-    grouped-query attention and full layers): each keeps the first `sinks` tokens and the `window` newest (the new one
-    included), so its memory stops growing at sinks + window - 1 tokens a layer. Pass it to
-    `model(ids, cache=...)` as the cache of `model.empty_cache()`; `len(cache)` counts every
-    token seen."""
+    grouped-query attention and full layers): each keeps the first `sinks` tokens and the `window`
+    newest (the new one included), so its memory stops growing at sinks + window - 1 tokens a layer.
+    Pass it to `model(ids, cache=...)` as the cache of `model.empty_cache()`; `len(cache)` counts
+    every token seen."""
 
     @door(checks.streamable, window=at_least(1), sinks=at_least(0))
     def __init__(self, model, window, sinks=4):

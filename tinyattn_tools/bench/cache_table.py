@@ -4,12 +4,12 @@ the time a step of generation takes on a long cache; then DeepSeek-V2's own tabl
 at its sizes.
 
 The models are chapter 5's Llama (DeepseekV3 without experts for latent attention) with random
-float32 weights, each of the four kinds of attention (`KINDS`), the rest alike: the shape of demo 11's tiny GPT (width 128, 4 layers, 4
-heads of 32), as demo 20 trains them. Each model first reads a prompt of `context` tokens for
-`batch` sequences (in chunks, so that no score matrix is larger than a chunk's), then writes
-greedily; a round times `steps` steps of each model, the models interleaved, so that the cache
-grows alike for all. The time is processor time (`time.process_time`): on a shared machine the
-time spent waiting for a core is left out alike.
+float32 weights, each of the four kinds of attention (`KINDS`), the rest alike: the shape of demo
+11's tiny GPT (width 128, 4 layers, 4 heads of 32), as demo 20 trains them. Each model first reads a
+prompt of `context` tokens for `batch` sequences (in chunks, so that no score matrix is larger than
+a chunk's), then writes greedily; a round times `steps` steps of each model, the models interleaved,
+so that the cache grows alike for all. The time is processor time (`time.process_time`): on a shared
+machine the time spent waiting for a core is left out alike.
 
 What a step costs. Each step reads every weight once and every cached number once (and copies
 the cache, which grows by concatenation), and runs some 150 small ops whose cost per op in

@@ -2,14 +2,14 @@
 its key/value cache) against Hugging Face transformers' `generate`, when transformers and PyTorch
 are installed, and the share of the memory-bandwidth bound that each reaches.
 
-The model is built from QWEN3_0_6B_CONFIG (nn/qwen3.py), Qwen3-0.6B's own config.json (28
-layers, width 1024, 16 query heads on 8 key/value heads of 128, feed-forward 3072, vocabulary
-151,936, the head tied to the embedding: 596,049,920 parameters), read as `nn.from_pretrained` reads it, with random float32
-weights (tinyattn's initialisation): no download, and speed does not depend on what the weights
-are. `save_pretrained` writes them and transformers reads them back, so both run the same model:
-before anything is timed, their logits for 8 random tokens must agree within API.md's float32
-tolerance and their greedy tokens must be the same (with random weights the greedy tokens soon
-repeat one token, so the logits are the finer check).
+The model is built from QWEN3_0_6B_CONFIG (nn/qwen3.py), Qwen3-0.6B's own config.json (28 layers,
+width 1024, 16 query heads on 8 key/value heads of 128, feed-forward 3072, vocabulary 151,936, the
+head tied to the embedding: 596,049,920 parameters), read as `nn.from_pretrained` reads it, with
+random float32 weights (tinyattn's initialisation): no download, and speed does not depend on what
+the weights are. `save_pretrained` writes them and transformers reads them back, so both run the
+same model: before anything is timed, their logits for 8 random tokens must agree within API.md's
+float32 tolerance and their greedy tokens must be the same (with random weights the greedy tokens
+soon repeat one token, so the logits are the finer check).
 
 The bound. Writing one token multiplies the new token's vector by every weight matrix once, the 196
 of the blocks and the head's (the tied embedding, all of its 151,936 rows): every parameter read

@@ -104,12 +104,18 @@ def built(make, *input_shapes, **kwargs):
     return build
 
 
+def attention_settings(**changes):
+    """DecoderSettings of TINY's sizes (E 8, 4 query heads on 2 of 4 features) for an attention
+    layer alone."""
+    return nn.DecoderSettings(**{**TINY, **changes})
+
+
 def cached_attention_step():
     """Six tokens into a sliding layer's cache (window 3), then two more: their output, which
     reaches the first six only through the cached keys and values (QK-norm, llama3 rotary)."""
     ta.manual_seed(0)
-    attention = off_their_start(nn.GroupedQueryAttention(8, 4, 2, head_dim=4, qk_norm=True,
-                                                         rope_scaling=LLAMA3, window=3))
+    attention = off_their_start(nn.qwen3.Qwen3Attention(
+        attention_settings(rope_scaling=LLAMA3), window=3))
     x, = leaves((2, 8, 8))
 
     def step(x, *parameters):
@@ -192,14 +198,14 @@ LAYER_CASES = [
     LayerCase("GatedFeedForward, SwiGLU", built(lambda: nn.GatedFeedForward(4, 6), (2, 3, 4))),
     LayerCase("GatedFeedForward, GeGLU, biases",
               built(lambda: nn.GatedFeedForward(4, 6, "gelu_tanh", bias=True), (2, 3, 4))),
-    LayerCase("GroupedQueryAttention (QK-norm, Qwen2's biases)",
-              built(lambda: nn.GroupedQueryAttention(8, 4, 2, head_dim=6, qk_norm=True,
-                                                     qkv_bias=True), (2, 5, 8))),
-    LayerCase("GroupedQueryAttention, window 2, Gemma's norms and scale",
-              built(lambda: nn.GroupedQueryAttention(8, 4, 1, head_dim=4, qk_norm=True,
-                                                     norm_unit_offset=True, window=2, scale=0.4,
-                                                     rope_base=100.0), (2, 5, 8))),
-    LayerCase("GroupedQueryAttention, cached sliding step (random directions)",
+    LayerCase("Qwen3Attention (QK-norm, q, k, v and out biases)",
+              built(lambda: nn.qwen3.Qwen3Attention(attention_settings(
+                  head_dim=6, qkv_bias=True, out_bias=True)), (2, 5, 8))),
+    LayerCase("Gemma3Attention, window 2 (Gemma's norms, scale and local base)",
+              built(lambda: nn.gemma3.Gemma3Attention(attention_settings(
+                  num_kv_heads=1, query_pre_attn_scalar=6.25, rope_theta=1000.0,
+                  local_rope_theta=100.0), window=2), (2, 5, 8))),
+    LayerCase("Qwen3Attention, cached sliding step (random directions)",
               cached_attention_step, directions=6),
     *[LayerCase(f"{family} (random directions)", family_model(family), directions=4)
       for family in FAMILIES],

@@ -47,7 +47,7 @@ RMS_NORM = Exercise(
         forward_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one"),
         gradient_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one",
                       "RMSNorm", "RMSNorm, Gemma's 1 + weight",
-                      "GroupedQueryAttention (QK-norm, Qwen2's biases)").named(
+                      "Qwen3Attention (QK-norm, q, k, v and out biases)").named(
             "gradients vs tinyattn's: the op, nn.RMSNorm (Gemma's 1 + w too), QK-norm in "
             "attention (6 rows of the checklist)"),
         gradient_rows("rms_norm = composed", "rms_norm = composed, no weight").named(
@@ -217,11 +217,11 @@ GROUPED_QUERY = Exercise(
             "(transformers' repeat_kv): 2 rows of the checklist"),
         same("outputs and gradients, each shared head's summed over its group: masks per head "
              "and for all heads, a float mask, K = H and K = 1", masks_and_groups),
-        gradient_rows("GroupedQueryAttention (QK-norm, Qwen2's biases)",
-                      "GroupedQueryAttention, window 2, Gemma's norms and scale",
-                      "GroupedQueryAttention, cached sliding step (random directions)").named(
-            "gradients vs tinyattn's: the layer nn.GroupedQueryAttention, a cached sliding "
-            "step too (3 rows of the checklist)"),
+        gradient_rows("Qwen3Attention (QK-norm, q, k, v and out biases)",
+                      "Gemma3Attention, window 2 (Gemma's norms, scale and local base)",
+                      "Qwen3Attention, cached sliding step (random directions)").named(
+            "gradients vs tinyattn's: the attention of Qwen3's and Gemma 3's pages, a cached "
+            "sliding step too (3 rows of the checklist)"),
         float32(causal_grouped_query, *GQA),
     ),
     equivalent_mutants=(
