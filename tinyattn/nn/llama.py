@@ -1,7 +1,8 @@
 """Chapter 5. Llama 3 on a page, and Mistral and Qwen2 as Llama with a piece changed.
 
-GPT-2 (chapter 3) is embed + positions -> blocks x + attn(ln(x)), x + mlp(ln(x)) -> ln -> head.
-Llama keeps that skeleton and changes four pieces; every family of this chapter starts here:
+GPT-2 (chapter 2's CausalTransformer, chapter 3's checkpoints) is embed + positions -> blocks
+x + attn(ln(x)), x + mlp(ln(x)) -> ln -> head. Llama keeps that skeleton and changes four
+pieces; every family of this chapter starts here:
 
     the norm          RMSNorm, x / sqrt(mean(x^2) + eps) * weight: no mean taken out, no bias
     the positions     none added to the embedding: queries and keys are turned by their position
