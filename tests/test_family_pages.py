@@ -96,3 +96,27 @@ def test_the_pages_real_sizes_are_their_families():
 def test_settings_a_family_does_not_have_are_named(model_class, changes, message):
     with pytest.raises(ValueError, match=message):
         model_class(dataclasses.replace(nn.DecoderSettings(**TINY), **changes))
+
+
+def dense_parameters(settings):
+    """The parameters of a dense grouped-query page of these settings, counted from the shapes
+    its layers give their weights (Gemma's sandwich norms: two more a block)."""
+    E, H, K, D, I = (settings.hidden_size, settings.num_heads, settings.num_kv_heads,
+                     settings.head_dim, settings.intermediate_size)
+    attention = 2 * E * H * D + 2 * E * K * D + settings.qkv_bias * (H + 2 * K) * D \
+        + settings.qk_norm * 2 * D
+    norms = (4 if settings.sandwich_norms else 2) * E
+    block = attention + 3 * E * I + norms
+    head = 0 if settings.tied_head else settings.vocab_size * E
+    return settings.vocab_size * E + settings.num_layers * block + E + head
+
+
+def test_the_counts_the_pages_name_are_their_sizes():
+    """Llama 3.2-1B's 1.24 billion, Mistral 7B's 7.24, Qwen2-0.5B's 494 million, Gemma 3 1B's
+    999,885,952 (the counts their model cards give); the formula checked on a small page."""
+    small = nn.Gemma3(nn.DecoderSettings(**{**TINY, **FAMILIES["Gemma 3"][1]}))
+    assert dense_parameters(small.settings) == sum(p.size for p in small.parameters())
+    small = nn.Qwen2(nn.DecoderSettings(**{**TINY, **FAMILIES["Qwen2"][1]}))
+    assert dense_parameters(small.settings) == sum(p.size for p in small.parameters())
+    assert [dense_parameters(s) for s in (LLAMA_3_2_1B, MISTRAL_7B, QWEN2_0_5B, GEMMA_3_1B)] == \
+        [1_235_814_400, 7_241_732_096, 494_032_768, 999_885_952]

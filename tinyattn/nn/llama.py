@@ -43,12 +43,14 @@ LLAMA_3_2_1B = DecoderSettings(
     rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
     tied_head=True, model_type="llama")
-# mistralai/Mistral-7B-v0.1's: every layer slides over the 4096 newest keys
+# mistralai/Mistral-7B-v0.1's: 7.24 billion parameters, every layer sliding over the 4096
+# newest keys
 MISTRAL_7B = DecoderSettings(
     vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32,
     num_kv_heads=8, head_dim=128, norm_eps=1e-5, rope_theta=10000.0, sliding_window=4096,
     layer_types=("sliding",) * 32, model_type="mistral")
-# Qwen/Qwen2-0.5B's: 14 query heads on 2 key/value heads, q, k, v with biases
+# Qwen/Qwen2-0.5B's: 494 million parameters, 14 query heads on 2 key/value heads, q, k, v with
+# biases
 QWEN2_0_5B = DecoderSettings(
     vocab_size=151936, hidden_size=896, intermediate_size=4864, num_layers=24, num_heads=14,
     num_kv_heads=2, head_dim=64, norm_eps=1e-6, rope_theta=1000000.0, qkv_bias=True,
