@@ -262,6 +262,8 @@ def test_qk_norm_normalises_each_heads_queries_and_keys_before_the_rotation():
      r"even; got 5"),
     (lambda: LlamaAttention(attention_settings(8, 4, 2, 2), window=0), ValueError,
      r"^LlamaAttention: window must be at least 1, got 0"),
+    (lambda: LlamaAttention(attention_settings(8, 4, 2, 2))(ta.tensor(np.ones((1, 3, 8))), -1),
+     ValueError, r"^LlamaAttention: start must be at least 0, got -1"),
     (lambda: LlamaAttention(dict(hidden_size=8)), TypeError,
      r"^LlamaAttention: settings must be a DecoderSettings, got dict"),
     (lambda: nn.GatedFeedForward(4, 8, activation="relu"), ValueError,

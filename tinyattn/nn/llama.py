@@ -88,7 +88,7 @@ class LlamaAttention(Module):
         # theta_i = rope_theta^(-2i/D), rescaled by Llama 3.1's bands (F.rope_frequencies)
         self.frequencies = F.rope_frequencies(D, s.rope_theta, s.rope_scaling)     # (D/2,)
 
-    @door(checks.input_and_cache_fit, x="(B, T, embed_dim)")
+    @door(checks.input_and_cache_fit, x="(B, T, embed_dim)", start=at_least(0))
     def forward(self, x, start=0, cache=None):
         B, T, _ = x.shape
         H, D = self.num_heads, self.head_dim
