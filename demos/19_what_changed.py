@@ -25,7 +25,7 @@ QK-norm, one override). GPT-2 is not a Llama (a Llama always
 turns its queries and keys by their positions, and its norms and feed-forward are chapter 5's),
 so models 0 to 2 are chapter 2's `nn.CausalTransformer` (demo 11's model), with chapter 5's
 layers put in the place of chapter 1's by `set_submodule`: `nn.RMSNorm` for every LayerNorm,
-then `nn.GatedFeedForward` for each block's feed-forward, and chapter 1's attention and a head
+then `nn.GatedFeedForward` for each block's feed-forward, and chapter 2's attention and a head
 built without biases. Model 2 is then model 3 with the sinusoidal table in place of the
 rotation, and nothing else: the tests check that model 3's weights, put in model 2 with the
 rotation attached to its attention's queries and keys, give model 3's logits.

@@ -9,7 +9,7 @@ import pytest
 from tinyattn_tools import bench
 from tinyattn_tools.bench import (cache_table, generation, gpt2_generation, hooks,
                                   long_attention, multi_head, open_generation, overhead,
-                                  tokenizer_speed, training)
+                                  tokenizer_speed, training, vit_forward)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -93,14 +93,18 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["11"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, got 11" in capsys.readouterr().err
+        bench.main(["12"])
+    assert "no part '12': the parts are 1 to 11 (1 per-op cost, 2 attention," \
+        in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["abc"])
+    assert "no part 'abc': the parts are 1 to 11" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -318,3 +322,32 @@ def test_the_cache_table_writes_what_generate_writes():
     write = cache_table.writer(model, cache, first)
     written = np.concatenate([first, write(2), write(1)], axis=1)           # (2, 4)
     np.testing.assert_array_equal(written, model.generate(prompt, 4)[:, 5:])
+
+
+TINY_VIT = dict(image_size=16, patch_size=8, embed_dim=12, num_heads=2, num_layers=1,
+                hidden_dim=20, num_labels=3)
+
+
+def test_the_vit_bench_runs_alone_without_transformers(capsys):
+    figures = vit_forward.bench_vit(1, None, batch=2, **TINY_VIT)
+    assert sorted(figures) == ["tinyattn"] and figures["tinyattn"] > 0
+    out = capsys.readouterr().out
+    assert "not installed: tinyattn is measured alone)" in out and "images/s" in out
+
+
+def test_the_vit_bench_checks_the_same_model_in_transformers_first(capsys):
+    """Skipped, saying so, where PyTorch or transformers is not installed."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: part 11 measures "
+                                                "tinyattn alone")
+    pytest.importorskip("transformers", reason="transformers is not installed: part 11 measures "
+                                               "tinyattn alone")
+    figures = vit_forward.bench_vit(1, torch, batch=2, **TINY_VIT)
+    assert figures["ratio"] > 0 and figures["transformers"] > 0
+    assert "the same logits as transformers" in " ".join(capsys.readouterr().out.split())
+    model, other = (vit_forward.vit_model(seed, **TINY_VIT) for seed in (0, 1))
+    images = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as folder:
+        theirs = vit_forward.transformers_forward(
+            torch, vit_forward.transformers_model(other, folder))
+        with pytest.raises(AssertionError, match="transformers computes other logits"):
+            vit_forward.check_same_logits(vit_forward.tinyattn_forward(model), theirs, images)

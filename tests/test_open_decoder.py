@@ -71,7 +71,8 @@ def test_the_cache_holds_the_key_value_heads_and_a_sliding_layer_its_window(name
         assert layer.keys.shape == layer.values.shape == (B, settings.num_kv_heads, tokens,
                                                           settings.head_dim)
         kept.append(tokens)
-    # API.md: 2 * layers * B * kv_heads * T * head_dim * itemsize, T the tokens each layer keeps
+    # cache.nbytes: 2 * layers * B * kv_heads * T * head_dim * itemsize, T the tokens each layer
+    # keeps
     assert cache.nbytes == sum(2 * B * settings.num_kv_heads * tokens * settings.head_dim * 4
                                for tokens in kept)
 

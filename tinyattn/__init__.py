@@ -33,6 +33,10 @@ This file is the index of every chapter: `import tinyattn as ta`. What is where:
                           functional/grouped_query.py; the cache as the bottleneck:
                           nn/latent_attention.py, nn/sink_cache.py; and experts as Qwen3-MoE
                           and DeepSeek-V3 route them: nn/routed_experts.py (ops/sigmoid.py)
+    audio.py              chapter 6, attention beyond language: sound as a log-mel spectrogram,
+                          which Whisper (nn/whisper.py) turns into text
+    diffusion.py          chapter 6, image generation: the DDPM schedule (noise added, and
+                          removed step by step), for nn/dit.py's diffusion transformer
 
 Beside the book, not in it: the package `tinyattn_tools` (the command line, the checklist of
 gradient checks, benchmarks, drawing, downloads, exercises): it reads the book, and the book
@@ -47,6 +51,8 @@ from tinyattn.gradient_check import gradcheck, GradcheckError
 from tinyattn.safetensors import load_safetensors, save_safetensors
 from tinyattn import functional, nn, optim  # noqa: F401  (ta.functional, ta.nn, ta.optim)
 from tinyattn import tokenizer_json  # noqa: F401  (tokenizer.from_pretrained reads tokenizer.json)
+from tinyattn import audio  # noqa: F401  (ta.audio.log_mel_spectrogram, chapter 6)
+from tinyattn import diffusion  # noqa: F401  (ta.diffusion.DDPMSchedule)
 
 keep_freed_memory()     # the one speed setting: freed memory kept for the next step (memory.py)
 

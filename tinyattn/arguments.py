@@ -41,7 +41,7 @@ REAL_NUMBERS = (int, float, np.integer, np.floating)
 
 def door(check=None, **specs):
     """Check the arguments of the function below on a user's call: see the top of this file."""
-    def attach(function):
+    def guard(function):
         signature = inspect.signature(function)
         names = list(signature.parameters)
         unknown = set(specs) - set(names)
@@ -76,7 +76,8 @@ def door(check=None, **specs):
                               if values[name] is not None or isinstance(spec, str)})
                 read = check(**values) if check is not None else None
             except (TypeError, ValueError) as error:    # an IndexError is a ValueError here
-                owner = args[0] if isinstance(args[0], type) else type(args[0])   # classmethod
+                owner = values[names[0]] if names else None   # self, or cls: a classmethod
+                owner = owner if isinstance(owner, type) else type(owner)
                 is_method = "." in function.__qualname__      # (nn.module.extends sets it)
                 name = (function.__name__ if not is_method else owner.__name__
                         if is_layer_call else f"{owner.__name__}.{function.__name__}")
@@ -89,7 +90,7 @@ def door(check=None, **specs):
             finally:
                 switches.checking = True
         return guarded
-    return attach
+    return guard
 
 
 # ------------------------------------------------------------------------------------------------

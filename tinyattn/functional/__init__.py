@@ -12,6 +12,7 @@ index of every chapter's functions; read the files in this order:
     chapter 5  norms_and_gates (RMSNorm, SiLU, the sigmoid), rotate_half (rotary positions as
                today's checkpoints hold them, and their frequencies: a larger base, Llama 3.1's
                bands), grouped_query (several query heads on one key/value head)
+    chapter 6  patches (an image as tokens: patchify, and unpatchify back)
 
 What makes an argument bad is in checks.py for chapter 1, and beside its file for a later chapter
 (positions_checks.py beside positions.py, grouped_query_checks.py beside grouped_query.py).
@@ -30,6 +31,7 @@ from tinyattn.functional.linear_attention import elu, linear_attention, linear_a
 from tinyattn.functional.norms_and_gates import rms_norm, silu, sigmoid
 from tinyattn.functional.rotate_half import rope_frequencies, rope_rotate_half
 from tinyattn.functional.grouped_query import grouped_query_attention
+from tinyattn.functional.patches import patchify, unpatchify
 
 __all__ = ["linear", "softmax", "log_softmax", "relu", "elu", "gelu", "layer_norm", "dropout",
            "cross_entropy", "attention", "scaled_dot_product_attention", "sinusoidal_positions",
@@ -39,4 +41,4 @@ __all__ = ["linear", "softmax", "log_softmax", "relu", "elu", "gelu", "layer_nor
            "global_layout", "layout_mask",
            "sliding_window_attention", "linear_attention", "linear_attention_step",
            "rms_norm", "silu", "sigmoid", "rope_frequencies", "rope_rotate_half",
-           "grouped_query_attention"]
+           "grouped_query_attention", "patchify", "unpatchify"]

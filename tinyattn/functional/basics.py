@@ -8,7 +8,7 @@ replaces). Because of that, a gradient check of anything here also checks the op
 import numpy as np
 
 from tinyattn import ops, rng
-from tinyattn.arguments import any_tensor, between, door, optional
+from tinyattn.arguments import any_tensor, between, door, one_of, optional
 from tinyattn.functional import checks
 from tinyattn.arrays import data_of
 
@@ -39,16 +39,22 @@ def relu(x):
     return ops.Relu.apply(x)
 
 
-@door(x=any_tensor)
-def gelu(x):
-    """GELU in its tanh form (as in GPT-2 and PyTorch's `approximate="tanh"`):
+@door(x=any_tensor, approximate=one_of("tanh", "none"))
+def gelu(x, approximate="tanh"):
+    """GELU, x times the probability that a standard normal variable is below x. In its tanh form
+    by default (GPT-2's, PyTorch's `approximate="tanh"`):
 
         gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 
-    One fused op (`ops.elementwise.Gelu`, where its derivative is worked out); the checklist
-    compares it with the same formula composed from primitive ops.
+    and with `approximate="none"` as defined (PyTorch's default; ViT, Whisper and BART use it):
+
+        gelu(x) = 0.5 x (1 + erf(x / sqrt(2)))
+
+    Each is one fused op (`ops.elementwise.Gelu` and `GeluExact`, where their derivatives are
+    worked out); the checklist compares the tanh form with the same formula composed from
+    primitive ops, and both with NumPy.
     """
-    return ops.Gelu.apply(x)
+    return ops.Gelu.apply(x) if approximate == "tanh" else ops.GeluExact.apply(x)
 
 
 @door(x="(..., N)", weight=optional("(N)"), bias=optional("(N)"), eps=between(0))

@@ -10,7 +10,7 @@ import numpy as np
 
 import tinyattn.functional as F
 from tinyattn import rng
-from tinyattn.arguments import at_least, between, door, floating_dtype, optional
+from tinyattn.arguments import at_least, between, door, floating_dtype, one_of, optional
 from tinyattn.nn import checks
 from tinyattn.nn.module import Module, Parameter, uniform
 from tinyattn.arrays import data_of
@@ -102,12 +102,18 @@ class Dropout(Module):
 class FeedForward(Module):
     """The position-wise feed-forward block: Linear(E, hidden) -> GELU -> Linear(hidden, E) ->
     dropout, with hidden = 4 E unless given. Each token is transformed on its own; attention is
-    where tokens meet."""
+    where tokens meet.
+
+    `activation` is the GELU: "gelu_tanh", its tanh form (GPT-2's), or "gelu", as defined with
+    erf (ViT's, BERT's; the names are transformers' config values, `F.gelu`'s two forms).
+    """
 
     @door(embed_dim=at_least(1), hidden_dim=optional(at_least(1)), dropout=between(0, 1),
-          dtype=floating_dtype)
-    def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, dtype=None):
+          activation=one_of("gelu_tanh", "gelu"), dtype=floating_dtype)
+    def __init__(self, embed_dim, hidden_dim=None, dropout=0.0, activation="gelu_tanh",
+                 dtype=None):
         self.embed_dim = embed_dim
+        self.approximate = "tanh" if activation == "gelu_tanh" else "none"     # F.gelu's name
         hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
         self.up = Linear(embed_dim, hidden_dim, dtype=dtype)
         self.down = Linear(hidden_dim, embed_dim, dtype=dtype)
@@ -115,4 +121,5 @@ class FeedForward(Module):
 
     @door(x="(..., embed_dim)")
     def forward(self, x):
-        return self.dropout(self.down(F.gelu(self.up(x))))   # (..., E) -> (..., hidden) -> (..., E)
+        hidden = F.gelu(self.up(x), approximate=self.approximate)        # (..., E) -> (..., hidden)
+        return self.dropout(self.down(hidden))                           # (..., E)

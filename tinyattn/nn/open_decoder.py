@@ -25,10 +25,10 @@ from tinyattn.arguments import at_least, between, door, optional
 from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad
 from tinyattn.nn import open_decoder_checks as checks
-from tinyattn.nn.generation import KVCache, next_tokens, samplable
+from tinyattn.nn.generation import next_tokens, samplable
 from tinyattn.nn.kv_cache import LayerCache
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
-from tinyattn.nn.module import Module, extends
+from tinyattn.nn.module import Module
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts, load_balancing_loss
 
 
@@ -193,11 +193,3 @@ class DecoderCache:
         the layers, T the tokens a layer keeps (all of them, or its window); a latent layer's
         B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
         return sum(layer.nbytes for layer in self.layers)
-
-
-@extends(KVCache)
-@property
-def nbytes(self):
-    """The bytes of the keys and values chapter 2's cache holds: 2 * layers * B * H * T * D *
-    itemsize (keys and values, every layer, all the T tokens seen)."""
-    return sum(cached.data.nbytes for cached in self.keys + self.values if cached is not None)

@@ -46,6 +46,15 @@ def np_gelu(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def np_gelu_exact(x):
+    erf = np.vectorize(math.erf, otypes=[x.dtype])
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_exact(x):
+    return F.gelu(x, approximate="none")
+
+
 def composed_layer_norm(x, weight=None, bias=None, eps=1e-5):
     """F.layer_norm written with primitive ops (mean, sub, mul, add, sqrt, div): the reference of
     the fused op."""
@@ -76,6 +85,10 @@ OP_CASES = [
     OpCase("gelu", F.gelu, np_gelu, ((3, 4),)),
     OpCase("gelu, large inputs", lambda x: F.gelu(4.0 * x), lambda x: np_gelu(4.0 * x), ((2, 5),)),
     OpCase("gelu, 0-d", F.gelu, np_gelu, ((),)),
+    OpCase("gelu, exact (erf)", gelu_exact, np_gelu_exact, ((3, 4),)),
+    OpCase("gelu, exact, large inputs", lambda x: gelu_exact(4.0 * x),
+           lambda x: np_gelu_exact(4.0 * x), ((2, 5),)),
+    OpCase("gelu, exact, 0-d", gelu_exact, np_gelu_exact, ((),)),
     OpCase("layer_norm", F.layer_norm, np_layer_norm, ((2, 3, 5), (5,), (5,))),
     OpCase("layer_norm, no weight or bias", F.layer_norm, np_layer_norm, ((4, 6),)),
     OpCase("layer_norm, rows of one", F.layer_norm, np_layer_norm, ((3, 1), (1,), (1,))),
