@@ -640,7 +640,7 @@ def a_model_trained_here(settings):
     """A decoder built from `settings`, float32, after one step of training (DeepSeek's choice
     bias, frozen, stays)."""
     ta.manual_seed(3)
-    model = nn.OpenDecoder(settings, dtype=np.float32)
+    model = nn.open_checkpoints.MODELS[settings.model_type](settings, dtype=np.float32)
     ids = np.random.default_rng(0).integers(0, settings.vocab_size, (2, 9))
     optimizer = ta.optim.Adam(model.trainable_parameters(), lr=0.01)
     logits = model(ids[:, :-1])
@@ -698,7 +698,8 @@ def test_save_pretrained_refuses_what_the_familys_files_cannot_hold(family, chan
     model = nn.from_pretrained(folder_of(family))
     changes = changes(model.settings) if callable(changes) else changes
     model.settings = dataclasses.replace(model.settings, **changes)
-    with pytest.raises(ValueError, match=rf"^OpenDecoder.save_pretrained: a {family} checkpoint "
+    with pytest.raises(ValueError, match=rf"^{type(model).__name__}.save_pretrained: a {family} "
+                                         rf"checkpoint "
                                          rf"cannot hold this model's " + message):
         model.save_pretrained(tmp_path / "saved")
     assert not (tmp_path / "saved").exists()

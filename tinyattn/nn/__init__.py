@@ -15,13 +15,16 @@ chapter's layers; read the files in this order:
                each head's result computed when asked for), lora (low-rank adapters: LoRALinear,
                add_lora, merge_lora, save_lora, load_lora), lora_peft (the adapters in Hugging
                Face peft's format)
-    chapter 5  open_layers (RMSNorm, GatedFeedForward, GroupedQueryAttention), latent_attention
+    chapter 5  open_layers (RMSNorm, GatedFeedForward), latent_attention
                (DeepSeek's: LatentAttention and its LatentCache), routed_experts (Qwen3-MoE's
-               and DeepSeek-V3's routers: RoutedExperts), open_decoder (Llama, Mistral, Qwen,
-               Gemma and DeepSeek as one OpenDecoder with DecoderSettings, its cache and
-               generate), families (what each family fixes), open_checkpoints (from_pretrained
-               for every family, save_pretrained), sink_cache (StreamingLLM's cache: the first
-               tokens and a window)
+               and DeepSeek-V3's routers: RoutedExperts), open_decoder (what every family's
+               model shares: DecoderSettings, generate, its cache), a model on a page for each
+               family: llama (Llama 3, and Mistral and Qwen2 as Llama with a piece changed),
+               qwen3 (Llama with QK-norm), gemma3 (Qwen3 with Gemma's norms, scale, local
+               layers and embedding), qwen3_moe (Qwen3 with routed experts), deepseek_v3 (Llama
+               with latent attention and DeepSeek's experts); families (what each family
+               fixes), open_checkpoints (from_pretrained for every family, save_pretrained),
+               sink_cache (StreamingLLM's cache: the first tokens and a window)
     chapter 6  vit (the Vision Transformer: ViT), vit_checkpoints (its from_pretrained, and
                save_pretrained, in transformers' layouts),
                whisper (speech to text: Whisper's encoder of audio frames, its decoder with
@@ -52,10 +55,15 @@ from tinyattn.nn.experts import MixtureOfExperts
 from tinyattn.nn import checkpoints, pretrained  # noqa: F401  (Module.save, from_pretrained)
 from tinyattn.nn import hooks  # noqa: F401  (Module.run_with_cache, Module.hooks)
 from tinyattn.nn.lora import LoRALinear, add_lora, merge_lora, save_lora, load_lora
-from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward, GroupedQueryAttention
+from tinyattn.nn.open_layers import RMSNorm, GatedFeedForward
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder, DecoderCache
+from tinyattn.nn.llama import Llama, Mistral, Qwen2
+from tinyattn.nn.qwen3 import Qwen3
+from tinyattn.nn.gemma3 import Gemma3
+from tinyattn.nn.qwen3_moe import Qwen3Moe
+from tinyattn.nn.deepseek_v3 import DeepseekV3
 from tinyattn.nn.sink_cache import SinkCache
 from tinyattn.nn.vit import ViT
 from tinyattn.nn import vit_checkpoints  # noqa: F401  (ViT.save_pretrained)
@@ -76,8 +84,9 @@ __all__ = ["Module", "Parameter", "Linear", "LayerNorm", "Embedding", "Dropout",
            "CausalBlock", "CausalTransformer",
            "KVCache", "TransformerDecoderBlock", "EncoderDecoder", "MixtureOfExperts",
            "LoRALinear", "add_lora", "merge_lora", "save_lora", "load_lora",
-           "RMSNorm", "GatedFeedForward", "GroupedQueryAttention", "LatentAttention", "LatentCache",
+           "RMSNorm", "GatedFeedForward", "LatentAttention", "LatentCache",
            "LatentSettings", "ExpertSettings", "RoutedExperts", "DecoderSettings", "OpenDecoder",
-           "DecoderCache", "from_pretrained", "SinkCache",
+           "DecoderCache", "Llama", "Mistral", "Qwen2", "Qwen3", "Gemma3", "Qwen3Moe",
+           "DeepseekV3", "from_pretrained", "SinkCache",
            "Whisper", "WhisperSettings", "WhisperCache", "DiT", "DiTSettings",
            "T5", "T5Settings", "Bart", "BartSettings", "Marian", "ViT", "CLIP"]

@@ -47,7 +47,7 @@ RMS_NORM = Exercise(
         forward_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one"),
         gradient_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one",
                       "RMSNorm", "RMSNorm, Gemma's 1 + weight",
-                      "GroupedQueryAttention (QK-norm, Qwen2's biases)").named(
+                      "Qwen3Attention (QK-norm, q, k, v and out biases)").named(
             "gradients vs tinyattn's: the op, nn.RMSNorm (Gemma's 1 + w too), QK-norm in "
             "attention (6 rows of the checklist)"),
         gradient_rows("rms_norm = composed", "rms_norm = composed, no weight").named(
@@ -225,11 +225,11 @@ GROUPED_QUERY = Exercise(
         same("outputs and gradients, each shared head's summed over its group: masks per head, "
              "per sequence and for all heads ((L, S), (1, S), (S,)), a float mask, K = H and "
              "K = 1", masks_and_groups),
-        gradient_rows("GroupedQueryAttention (QK-norm, Qwen2's biases)",
-                      "GroupedQueryAttention, window 2, Gemma's norms and scale",
-                      "GroupedQueryAttention, cached sliding step (random directions)").named(
-            "gradients vs tinyattn's: the layer nn.GroupedQueryAttention, a cached sliding "
-            "step too (3 rows of the checklist)"),
+        gradient_rows("Qwen3Attention (QK-norm, q, k, v and out biases)",
+                      "Gemma3Attention, window 2 (Gemma's norms, scale and local base)",
+                      "Qwen3Attention, cached sliding step (random directions)").named(
+            "gradients vs tinyattn's: the attention of Qwen3's and Gemma 3's pages, a cached "
+            "sliding step too (3 rows of the checklist)"),
         float32(causal_grouped_query, *GQA),
     ),
     equivalent_mutants=(
@@ -337,8 +337,7 @@ GATED_FEED_FORWARD = Exercise(
     given=("ACTIVATIONS",),
     checks=(
         gradient_rows("GatedFeedForward, SwiGLU", "GatedFeedForward, GeGLU, biases",
-                      "OpenDecoder, Llama 3's switches (random directions)",
-                      "OpenDecoder, Gemma 3's switches (random directions)").named(
+                      "Llama (random directions)", "Gemma 3 (random directions)").named(
             "gradients vs tinyattn's: the layer (SwiGLU, GeGLU with biases), and decoders of "
             "Llama 3 and Gemma 3 built on it (4 rows of the checklist)"),
         same("the parameters a checkpoint reads: gate, up (E -> hidden) and down (hidden -> E), "
@@ -644,7 +643,7 @@ LATENT_ABSORBED = Exercise(
              absorbed_outputs),
         gradient_rows(
             "LatentAttention, absorbed on a cache (no q_lora_rank)",
-            "OpenDecoder, DeepSeek-V3's switches, cached step (random directions)").named(
+            "DeepSeek-V3, cached step (random directions)").named(
             "gradients vs tinyattn's: the layer on a cache, and a DeepSeek-V3 decoder's cached "
             "step (2 rows of the checklist)"),
         same("gradients through the cache (q_lora_rank, biases, interleaved rotary): dL/dx and "
@@ -729,17 +728,17 @@ LATENT_ABSORBED = Exercise(
 
 SINK_SETTINGS = nn.DecoderSettings(vocab_size=11, hidden_size=16, intermediate_size=20,
                                    num_layers=2, num_heads=4, num_kv_heads=2, head_dim=4,
-                                   qk_norm=True, rope_theta=100.0)
+                                   qk_norm=True, rope_theta=100.0, model_type="qwen3")
 SINK_IDS = np.random.default_rng(0).integers(0, 11, (3, 20))   # batch 3 (not K = 2), 20 tokens
 # (window, sinks); 20 tokens run through each: over 3 of the widest window
 WINDOWS_AND_SINKS = ((5, 2), (4, 0), (1, 3), (1, 0), (6, 1))
 
 
 def sink_decoder(dtype=None):
-    """An OpenDecoder of SINK_SETTINGS (2 layers of grouped-query attention), drawn after
+    """A Qwen3 of SINK_SETTINGS (2 layers of grouped-query attention), drawn after
     ta.manual_seed(0)."""
     ta.manual_seed(0)
-    return nn.OpenDecoder(SINK_SETTINGS, dtype=dtype)
+    return nn.Qwen3(SINK_SETTINGS, dtype=dtype)
 
 
 def through_a_sink_cache(window, sinks, prompt=1, dtype=None):
