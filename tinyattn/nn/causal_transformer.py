@@ -35,7 +35,7 @@ class CausalBlock(TransformerBlock):
     forward(x, attn_mask=None, is_causal=False, return_weights=False, start=0, cache=None): the
     tokens x (B, T, E) are at positions start, start + 1, ...; `cache` is this block's
     LayerCache (one of a KVCache's `layers`), or None. The attention weights are (B, H, T, S), S
-    the cached keys and the new ones.
+    the cached keys and the new ones. Its feed-forward is GPT-2's, with GELU in its tanh form.
     """
 
     @door(checks.heads_fit_rope, **checks.BLOCK_ARGUMENTS)
@@ -134,7 +134,7 @@ class CausalTransformer(Module):
         # query i, at position start + i, sees the keys j <= start + i (and ALiBi's penalty)
         bias = (F.alibi_bias(self.num_heads, T, x.dtype, offset=start)
                 if self.positional == "alibi" else None)                # (H, T, start + T)
-        mask = causal_mask(T, start + T, bias, offset=start)            # (T or H, T, start + T)
+        mask = causal_mask(T, start + T, bias, offset=start)  # (T, start + T); ALiBi: (H, ...)
         layer_caches = [None] * len(self.blocks) if cache is None else cache.layers
         weights = []
         for block, layer_cache in zip(self.blocks, layer_caches):

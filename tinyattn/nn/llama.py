@@ -102,8 +102,9 @@ class LlamaAttention(Module):
         if cache is not None:
             k, v = cache.extended(k, v)                             # (B, K, S, D)
         S = k.shape[2]                                              # T without a cache
-        # 4. attend, each group of H / K query heads on its key/value head, causal: the query
-        # at position start + t sees the keys up to it (on a sliding layer, its window of them)
+        # 4. attend, each group of H / K query heads on its key/value head (query head h reads
+        # key/value head h // (H / K)), causal: the query at position start + t sees the keys up
+        # to it, the mask offset by the S - T cached ones (on a sliding layer, its window of them)
         mask = visible_keys(T, S, self.window)                      # (T, S) or None
         weights = grouped_weights(q, k, mask, self.scale)           # (B, H, T, S)
         weights = self.hook("weights", weights)                     # (B, H, T, S)

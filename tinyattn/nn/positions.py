@@ -91,7 +91,7 @@ class MultiHeadAttention(multi_head_attention.MultiHeadAttention):
         q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)                 # (B, H, L, D)
         k = k.reshape(B, T, H, D).transpose(0, 2, 1, 3)                 # (B, H, T, D)
         v = v.reshape(B, T, H, D).transpose(0, 2, 1, 3)                 # (B, H, T, D)
-        # 3. rotate by the positions start ... start + T - 1
+        # 3. rotate by their positions: the new tokens are at start, start + 1, ...
         if self.rope:
             q = F.rope(q, offset=start)                                 # (B, H, L, D)
             k = F.rope(k, offset=start)                                 # (B, H, T, D)

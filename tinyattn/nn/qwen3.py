@@ -19,7 +19,8 @@ config.json is QWEN3_0_6B_CONFIG below, which `nn.from_pretrained` reads as any 
 
 Against GPT-2 (chapter 2's nn/causal_transformer.py, chapter 1's nn/transformer.py): no learned
 positions added to x (the rotation carries them), RMSNorm for LayerNorm and no biases, K < H
-key/value heads, SwiGLU for the GELU feed-forward, and QK-norm. Why QK-norm: a score q . k grows
+key/value heads, a head width D of its own (H D = 2048, not E), SwiGLU for the GELU
+feed-forward, and QK-norm. Why QK-norm: a score q . k grows
 with the norms of q and k, which grow with the weights; normed over D (with a learned gain), the
 scores stay in a range whatever the weights do, and training at large learning rates stops
 blowing up the softmax into one-hot rows (Dehghani et al. 2023; Qwen3 and Gemma 3 use it).

@@ -60,8 +60,8 @@ class FlashAttention(Function):
     P_ij = exp(S_ij - logsumexp_i).
 
     Backward (Algorithm 2; its line numbers mark the code). With dO = dL/dO, the softmax rule for
-    the scores needs, per query, D = rowsum(P * dP), which is a row of the full (L, S) arrays; it
-    equals rowsum(dO * O):
+    the scores needs, per query, the number D = rowsum(P * dP), which computed so would need the
+    query's whole row of P and dP; it equals rowsum(dO * O), from arrays of one row per query:
 
         rowsum(P * dP)_i = sum_j P_ij dP_ij = sum_j P_ij (dO_i . V_j)      (dP = dO V^T)
                          = dO_i . (sum_j P_ij V_j) = dO_i . O_i             (O = P V)
