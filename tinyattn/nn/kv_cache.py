@@ -48,16 +48,21 @@ class LayerCache:
 
 
 class KVCache:
-    """The keys and values every attention layer of `model` (a CausalTransformer) has computed so
-    far: one LayerCache per block, in `layers`, (B, H, S, D) each for the S positions seen,
-    `len(cache)`. Make it with `model.empty_cache()` and pass it to every call on the same
-    sequences: the first call may hold the whole prompt, the next ones each new token; the
-    model's forward adds the tokens of each call to `length`."""
+    """The keys and values every attention layer of `model` (a CausalTransformer, or one of
+    chapter 5's language models) has computed so far: one LayerCache per block, in `layers`,
+    (B, H, S, D) each for the S positions seen, `len(cache)`. Make it with `model.empty_cache()`
+    and pass it to every call on the same sequences: the first call may hold the whole prompt, the
+    next ones each new token; the model's forward adds the tokens of each call to `length`."""
 
     def __init__(self, model):
         self.model = model
-        self.layers = [LayerCache() for _ in model.blocks]
+        self.layers = [self.layer_cache(block) for block in model.blocks]
         self.length = 0
+
+    def layer_cache(self, block):
+        """The empty cache of one block's attention: here every token's keys and values (chapter
+        5's decoders keep a window on a sliding layer, a latent on a latent layer)."""
+        return LayerCache()
 
     def __len__(self):
         """How many positions are cached."""
@@ -69,6 +74,6 @@ class KVCache:
 
     @property
     def nbytes(self):
-        """The bytes of the keys and values it holds: 2 * layers * B * H * T * D * itemsize (keys
-        and values, every layer, all the T tokens seen)."""
+        """The bytes of the keys and values it holds, summed over the layers: 2 * layers * B * H *
+        T * D * itemsize here (keys and values, every layer, all the T tokens seen)."""
         return sum(layer.nbytes for layer in self.layers)

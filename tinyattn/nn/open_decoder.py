@@ -26,7 +26,7 @@ from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad
 from tinyattn.nn import open_decoder_checks as checks
 from tinyattn.nn.generation import next_tokens, samplable
-from tinyattn.nn.kv_cache import LayerCache
+from tinyattn.nn.kv_cache import KVCache, LayerCache
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
 from tinyattn.nn.module import Module
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts, load_balancing_loss
@@ -169,27 +169,14 @@ class OpenDecoder(Module):
 # ------------------------------------------------------------------------------------------------
 # The key/value cache
 
-class DecoderCache:
-    """The keys and values every layer of an OpenDecoder has kept, one LayerCache per block;
-    `len(cache)` is the number of positions seen (more than a sliding layer keeps). Make it with
-    `model.empty_cache()` and pass it to every call on the same sequences."""
+class DecoderCache(KVCache):
+    """Chapter 2's KVCache (nn/kv_cache.py: one cache per block, `len(cache)` the positions seen,
+    `batch_size`, `nbytes`) for chapter 5's decoders, whose layers keep less: a sliding layer its
+    window of keys and values (so `len(cache)` is more than it keeps), a latent layer its latents.
+    `nbytes` is then 2 * B * K * T * D * itemsize summed over the layers, T the tokens a layer
+    keeps; a latent layer's B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
 
-    def __init__(self, model):
-        self.model = model
-        self.layers = [LatentCache() if isinstance(block.attn, LatentAttention)
-                       else LayerCache(block.attn.window) for block in model.blocks]
-        self.length = 0
-
-    def __len__(self):
-        return self.length
-
-    @property
-    def batch_size(self):
-        return self.layers[0].batch_size
-
-    @property
-    def nbytes(self):
-        """The bytes of the keys and values it holds: 2 * B * K * T * D * itemsize summed over
-        the layers, T the tokens a layer keeps (all of them, or its window); a latent layer's
-        B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
-        return sum(layer.nbytes for layer in self.layers)
+    def layer_cache(self, block):
+        if isinstance(block.attn, LatentAttention):
+            return LatentCache()
+        return LayerCache(block.attn.window)

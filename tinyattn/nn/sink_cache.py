@@ -74,7 +74,8 @@ class SinkCache(DecoderCache):
 
     @door(checks.streamable, window=at_least(1), sinks=at_least(0))
     def __init__(self, model, window, sinks=4):
-        super().__init__(model)
         self.window, self.sinks = window, sinks
-        self.layers = [SinkLayerCache(window, sinks, block.attn.frequencies)
-                       for block in model.blocks]
+        super().__init__(model)
+
+    def layer_cache(self, block):
+        return SinkLayerCache(self.window, self.sinks, block.attn.frequencies)
