@@ -6,7 +6,7 @@ Digit strings of 3 to 6 digits ("3 7 1 9") are spoken by the text-to-speech engi
 (Debian's package `espeak-ng`: `sudo apt-get install espeak-ng`; no download at run time) in
 several English voices, each utterance at its own speed and pitch, and Gaussian noise is added at
 a stated signal-to-noise ratio (a new draw at every step). One voice is held out of training. A
-tiny `nn.Whisper` (log-mel features of 2 seconds, 40 mel bands; 2 encoder and 2 decoder layers of
+tiny `nn.Whisper` (log-mel features of 200 frames, 10 ms each, in 40 mel bands; 2 encoder and 2 decoder layers of
 width 64; a vocabulary of the ten digits, a start token, an end token and padding) is trained with
 teacher forcing and Adam, then transcribes by greedy `generate`. It prints the character error
 rate (edit distance / length of the true string) on new strings of the voices it trained on and
@@ -62,6 +62,11 @@ def has_engine():
     return shutil.which("espeak-ng") is not None
 
 
+def can_run_in_full():
+    """Whether this machine has the speech engine (regenerate includes the demo only then)."""
+    return has_engine()
+
+
 def speak(text, voice, speed, pitch, folder):
     """The waveform of `text` spoken by espeak-ng, float64 in [-1, 1] at 16 kHz, silence trimmed.
     (espeak-ng's `--stdout` writes a WAV header with a wrong length: it writes a file.)"""
@@ -100,8 +105,8 @@ def add_noise(waveform, random, snr_db=SNR_DB):
 
 
 # %% [markdown]
-# The model: Whisper's architecture at a toy's size. Its input is 2 seconds of 40 mel bands
-# (200 frames, 100 audio positions after the stride-2 convolution); its text is a start token,
+# The model: Whisper's architecture at a toy's size. Its input is 200 frames of 40 mel bands
+# (10 ms each; 100 audio positions after the stride-2 convolution); its text is a start token,
 # up to 6 digits and an end token. The token embedding starts as N(0, 0.02^2): PyTorch's N(0, 1)
 # default, read back through the tied head, would start the logits some 8 times too large.
 
@@ -128,7 +133,8 @@ def build_model():
 
 
 def features(waveforms):
-    """(B, MELS, 100 CHUNK_SECONDS) log-mel features, float32."""
+    """(B, MELS, 100 CHUNK_SECONDS) log-mel features, float32: the waveform padded with
+    silence (or cut) to CHUNK_SECONDS, as Whisper pads to its 30."""
     return np.stack([log_mel_spectrogram(w, n_mels=MELS, chunk_length=CHUNK_SECONDS)
                      for w in waveforms])
 
@@ -213,7 +219,7 @@ def character_error_rate(heard, truth):
 # %% [markdown]
 # The alignment: one held-out utterance through the trained model with its own transcript as the
 # decoder's input, and the last decoder layer's cross-attention weights averaged over the heads:
-# a (tokens, audio positions) picture, each audio position 20 ms.
+# a (tokens, audio positions) picture, each audio position two frames.
 
 # %%
 def alignment(model, waveform, heard, random):
@@ -340,7 +346,7 @@ def plot(feature, weights, waveform, heard, spoken, path):
 
 PAGE_ENTRY = """\
 25. [`25_speech_digits.py`](../demos/25_speech_digits.py) — a Whisper of {parameters:,} parameters
-    (2 + 2 layers, width 64, 40 mel bands over 2 seconds) trained in tinyattn's engine for
+    (2 + 2 layers, width 64, 200 frames of 40 mel bands) trained in tinyattn's engine for
     {steps:,} steps of {batch} on {train_utterances:,} digit strings spoken by espeak-ng (voices
     {voices}; random speed and pitch; Gaussian noise at {snr_db:.0f} dB SNR): character error rate
     {cer_seen:.1%} on new strings of those voices and {cer_held_out:.1%} on the held-out voice
@@ -348,6 +354,15 @@ PAGE_ENTRY = """\
     utterance walks along the audio as the digits are written:
 
     ![log-mel spectrogram and cross-attention](pictures/speech_digits_alignment.png)"""
+
+PAGE_ENTRY_WITHOUT_RESULTS = """\
+25. [`25_speech_digits.py`](../demos/25_speech_digits.py) — a tiny Whisper (2 + 2 layers, width
+    64, 40 mel bands) trained in tinyattn's engine on digit strings spoken by the speech engine
+    espeak-ng in several voices, at random speeds and pitches, with added noise. It needs
+    espeak-ng (`sudo apt-get install espeak-ng`). Its numbers are not recorded here yet: run it
+    to see the character error rate on new strings of the voices it trained on and on a voice
+    held out of training, a few transcripts, and the cross-attention of one utterance under its
+    log-mel spectrogram. (`python dev/regenerate.py 25` puts the measured numbers here.)"""
 
 # %% [markdown]
 # Run the demo (in a notebook, its quick version: the line it prints says how to run the full one).
