@@ -107,8 +107,10 @@ def add_noise(waveform, random, snr_db=SNR_DB):
 # %% [markdown]
 # The model: Whisper's architecture at a toy's size. Its input is 200 frames of 40 mel bands
 # (10 ms each; 100 audio positions after the stride-2 convolution); its text is a start token,
-# up to 6 digits and an end token. The token embedding starts as N(0, 0.02^2): PyTorch's N(0, 1)
-# default, read back through the tied head, would start the logits some 8 times too large.
+# up to 6 digits and an end token. The token and position embeddings start as N(0, 0.02^2), as
+# transformers initialises Whisper (its init_std). From PyTorch's N(0, 1) default, the tied head
+# would start the logits with a spread of sqrt(64) = 8 (the LayerNorm's output has norm
+# sqrt(width)), a confident wrong guess, and the positions would drown the tokens.
 
 # %%
 CHUNK_SECONDS, MELS = 2, 40
@@ -127,8 +129,9 @@ QUICK = dict(train_utterances=48, test_utterances=8, steps=12, batch=8, lr=2e-3,
 def build_model():
     ta.manual_seed(SEED)
     model = Whisper(SETTINGS, dtype=np.float32)
-    embedding = model.decoder.embed.weight
-    embedding.data[...] = np.random.default_rng(SEED).normal(0.0, 0.02, embedding.shape)
+    random = np.random.default_rng(SEED)
+    for embedding in (model.decoder.embed.weight, model.decoder.positions.weight):
+        embedding.data[...] = random.normal(0.0, 0.02, embedding.shape)
     return model
 
 
