@@ -6,14 +6,15 @@ Digit strings of 3 to 6 digits ("3 7 1 9") are spoken by the text-to-speech engi
 (Debian's package `espeak-ng`: `sudo apt-get install espeak-ng`; no download at run time) in
 several English voices, each utterance at its own speed and pitch, and Gaussian noise is added at
 a stated signal-to-noise ratio (a new draw at every step). One voice is held out of training. A
-tiny `nn.Whisper` (log-mel features of 200 frames, 10 ms each, in 40 mel bands; 2 encoder and 2 decoder layers of
-width 64; a vocabulary of the ten digits, a start token, an end token and padding) is trained with
-teacher forcing and Adam, then transcribes by greedy `generate`. It prints the character error
-rate (edit distance / length of the true string) on new strings of the voices it trained on and
-of the held-out voice, a few transcripts, and draws one utterance's cross-attention: which audio
-frames each written token attends to, under its log-mel spectrogram, as "Listen, Attend and
-Spell" (Chan et al. 2016) drew its alignments. The tokens walk along the audio, one digit's sound
-after the other, though nothing told the model where a digit is spoken.
+tiny `nn.Whisper` (log-mel features of 200 frames, 10 ms each, in 40 mel bands; 2 encoder and 2
+decoder layers of width 64; a vocabulary of the ten digits, a start token, an end token and
+padding) is trained with teacher forcing and Adam, then transcribes by greedy `generate`. It
+prints the character error rate (edit distance / length of the true string) on new strings of
+the voices it trained on and of the held-out voice, a few transcripts, and draws one utterance's
+cross-attention: which audio frames each written token attends to, under its log-mel
+spectrogram, as "Listen, Attend and Spell" (Chan et al. 2016) drew its alignments. Nothing tells
+the model where a digit is spoken: where it hears well, the picture shows the tokens walking
+along the audio, one digit's sound after the other.
 
     python demos/25_speech_digits.py [output folder] [--quick] [--whisper-tiny FOLDER]
 
@@ -354,7 +355,7 @@ PAGE_ENTRY = """\
     {voices}; random speed and pitch; Gaussian noise at {snr_db:.0f} dB SNR): character error rate
     {cer_seen:.1%} on new strings of those voices and {cer_held_out:.1%} on the held-out voice
     {held_out_voice} ({test_utterances} strings each). The cross-attention of one held-out
-    utterance walks along the audio as the digits are written:
+    utterance, each written token against the audio frames:
 
     ![log-mel spectrogram and cross-attention](pictures/speech_digits_alignment.png)"""
 
