@@ -354,8 +354,8 @@ PAGE_ENTRY = """\
     {steps:,} steps of {batch} on {train_utterances:,} digit strings spoken by espeak-ng (voices
     {voices}; random speed and pitch; Gaussian noise at {snr_db:.0f} dB SNR): character error rate
     {cer_seen:.1%} on new strings of those voices and {cer_held_out:.1%} on the held-out voice
-    {held_out_voice} ({test_utterances} strings each). The cross-attention of one held-out
-    utterance, each written token against the audio frames:
+    {held_out_voice} ({test_utterances} strings each). Below, one held-out utterance's log-mel
+    spectrogram and the cross-attention of each token written against its audio frames.
 
     ![log-mel spectrogram and cross-attention](pictures/speech_digits_alignment.png)"""
 
