@@ -12,7 +12,8 @@ without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen to
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
 the machine's memory bandwidth sets; part 10 the key/value cache's bytes per token and a step of
 generation for multi-head, grouped-query, multi-query and latent attention; part 11 a forward pass
-of ViT-B/16's shape against transformers. What is reported is
+of ViT-B/16's shape against transformers; part 12 beam search on t5-small's shape against
+transformers' generate. What is reported is
 the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on one
 thread, so that the ratios compare the work done, not how it was spread over cores.
 
@@ -34,6 +35,8 @@ thread, so that the ratios compare the work done, not how it was spread over cor
                           and latent attention; DeepSeek-V2's own table
     vit_forward.py    11. classifying a batch of images with ViT-B/16's shape (chapter 6),
                           against transformers' ViTForImageClassification
+    t5_generation.py  12. beam search of 4 for 32 tokens after a 128-token input with t5-small's
+                          shape (chapter 6), against transformers' generate
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -51,6 +54,7 @@ from tinyattn_tools.bench.hooks import bench_hooks
 from tinyattn_tools.bench.long_attention import bench_long_attention
 from tinyattn_tools.bench.open_generation import bench_open_generation
 from tinyattn_tools.bench.overhead import bench_chain
+from tinyattn_tools.bench.t5_generation import bench_t5_generation
 from tinyattn_tools.bench.tokenizer_speed import bench_tokenizers
 from tinyattn_tools.bench.training import bench_training_step
 from tinyattn_tools.bench.vit_forward import bench_vit
@@ -59,7 +63,7 @@ BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THR
 PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
          5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
          7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation, 10: bench_cache_table,
-         11: bench_vit}
+         11: bench_vit, 12: bench_t5_generation}
 
 
 def run_with_one_blas_thread(argv):
