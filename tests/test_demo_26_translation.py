@@ -121,3 +121,11 @@ def test_it_prints_the_table_and_draws_the_alignment(run):
     assert "SentencePiece's Unigram model" in printed
     pytest.importorskip("matplotlib")
     assert (folder / "translation_alignment.png").stat().st_size > 5_000
+
+
+def test_without_num2words_it_says_how_to_install_it_in_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(demo, "num2words", None)
+    assert demo.main([str(tmp_path), "--quick"]) == {"missing": "num2words"}
+    assert capsys.readouterr().out == demo.MISSING + "\n"
+    assert "`pip install num2words`" in demo.MISSING
+    assert list(tmp_path.iterdir()) == []
