@@ -100,7 +100,11 @@ def test_the_command_line_names_parts_and_rounds(capsys):
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["13"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, got 13" in capsys.readouterr().err
+    assert "no part '13': the parts are 1 to 12 (1 per-op cost, 2 attention," \
+        in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["abc"])
+    assert "no part 'abc': the parts are 1 to 12" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():

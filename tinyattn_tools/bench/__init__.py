@@ -60,10 +60,25 @@ from tinyattn_tools.bench.training import bench_training_step
 from tinyattn_tools.bench.vit_forward import bench_vit
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
-         5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
-         7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation, 10: bench_cache_table,
-         11: bench_vit, 12: bench_t5_generation}
+PARTS = {   # number: (what it measures, in a few words; the function that runs it)
+    1: ("per-op cost", bench_chain),
+    2: ("attention", bench_attention),
+    3: ("a training step", bench_training_step),
+    4: ("attention at long lengths", bench_long_attention),
+    5: ("generation with and without the cache", lambda rounds, torch: bench_generation(rounds)),
+    6: ("generation on GPT-2 small's shape", bench_gpt2_generation),
+    7: ("a training step with and without chapter 4's hooks", bench_hooks),
+    8: ("tokenizers on 1 MB of text", bench_tokenizers),
+    9: ("generation on Qwen3-0.6B's shape and the memory-bandwidth bound", bench_open_generation),
+    10: ("the key/value cache per token for each kind of attention", bench_cache_table),
+    11: ("ViT-B/16's forward", bench_vit),
+    12: ("beam search on t5-small's shape", bench_t5_generation),
+}
+
+
+def parts_listed():
+    """'1 per-op cost, 2 attention, ...': the parts as the help lists them."""
+    return ", ".join(f"{number} {title}" for number, (title, _) in PARTS.items())
 
 
 def run_with_one_blas_thread(argv):
@@ -85,11 +100,10 @@ def positive_int(text):
 
 
 def part_number(text):
-    value = int(text)
-    if value not in PARTS:
-        raise argparse.ArgumentTypeError(f"the parts are {', '.join(map(str, PARTS))}, "
-                                         f"got {value}")
-    return value
+    if not text.isdigit() or int(text) not in PARTS:
+        raise argparse.ArgumentTypeError(f"no part {text!r}: the parts are {min(PARTS)} to "
+                                         f"{max(PARTS)} ({parts_listed()})")
+    return int(text)
 
 
 def parse(argv):
@@ -116,4 +130,5 @@ def main(argv):
     print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
     for number in args.parts:
         print(f"\n{number}. ", end="")
-        PARTS[number](args.rounds, torch)
+        _, run = PARTS[number]
+        run(args.rounds, torch)
