@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tinyattn import tensor
-from tinyattn.beam_search import beam_search, greedy_search, log_softmax
+from tinyattn.beam_search import beam_search, best, greedy_search, log_softmax
 
 START, EOS, A, B = 0, 1, 2, 3
 VOCAB = 8                       # tokens 4-7 are almost never chosen
@@ -107,3 +107,17 @@ def test_the_cache_follows_the_beams_within_each_input():
     assert cache.beams == 2 and cache.reorders
     for rows in cache.reorders:         # a beam is replaced by a beam of the same input only
         np.testing.assert_array_equal(rows // 2, np.arange(4) // 2)
+
+
+@pytest.mark.parametrize("shape, k", [((3, 50), 8), ((2, 7), 7), ((2, 5), 8), ((4, 1000), 4)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_best_is_a_stable_sort_cut_to_k(shape, k, ties):
+    """The partition that spares best() a full sort picks what the sort picks, ties included
+    (rounded scores tie often; the first of equals comes first), and -inf and -1e9 too."""
+    scores = np.random.default_rng(k).standard_normal(shape).astype(np.float32)
+    if ties:
+        scores = np.round(scores)
+        scores[:, ::3] = -np.inf
+        scores[:, 1::5] = np.float32(-1e9)
+    np.testing.assert_array_equal(best(scores, k),
+                                  np.argsort(-scores, axis=-1, kind="stable")[:, :k])

@@ -9,7 +9,8 @@ import pytest
 from tinyattn_tools import bench
 from tinyattn_tools.bench import (cache_table, generation, gpt2_generation, hooks,
                                   long_attention, multi_head, open_generation, overhead,
-                                  tokenizer_speed, training, vit_forward, whisper_generation)
+                                  t5_generation, tokenizer_speed, training, vit_forward,
+                                  whisper_generation)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -93,18 +94,18 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["12"])
-    assert "no part '12': the parts are 1 to 11 (1 per-op cost, 2 attention," \
+        bench.main(["14"])
+    assert "no part '14': the parts are 1 to 13 (1 per-op cost, 2 attention," \
         in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["abc"])
-    assert "no part 'abc': the parts are 1 to 11" in capsys.readouterr().err
+    assert "no part 'abc': the parts are 1 to 13" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -351,6 +352,38 @@ def test_the_vit_bench_checks_the_same_model_in_transformers_first(capsys):
             torch, vit_forward.transformers_model(other, folder))
         with pytest.raises(AssertionError, match="transformers computes other logits"):
             vit_forward.check_same_logits(vit_forward.tinyattn_forward(model), theirs, images)
+
+
+TINY_T5 = dict(vocab_size=40, d_model=16, d_kv=4, d_ff=24, num_layers=1, num_decoder_layers=1,
+               num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16)
+
+
+def test_the_t5_bench_runs_alone_without_transformers(capsys):
+    figures = t5_generation.bench_t5_generation(1, None, input_length=6, new_tokens=3,
+                                                **TINY_T5)
+    assert sorted(figures) == ["tinyattn"] and figures["tinyattn"] > 0
+    out = capsys.readouterr().out
+    assert "not installed: tinyattn is measured alone)" in out and "tokens/s" in out
+
+
+def test_the_t5_bench_checks_the_same_tokens_in_transformers_first(capsys):
+    """Skipped, saying so, where PyTorch or transformers is not installed."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: part 12 measures "
+                                                "tinyattn alone")
+    pytest.importorskip("transformers", reason="transformers is not installed: part 12 measures "
+                                               "tinyattn alone")
+    figures = t5_generation.bench_t5_generation(1, torch, input_length=6, new_tokens=5,
+                                                **TINY_T5)
+    assert figures["ratio"] > 0 and figures["transformers"] > 0
+    assert "the same tokens as transformers" in " ".join(capsys.readouterr().out.split())
+    model, other = (t5_generation.t5_model(seed, **TINY_T5) for seed in (0, 1))
+    inputs = (np.random.default_rng(0).integers(2, 40, (1, 6)), 5, 4)
+    with tempfile.TemporaryDirectory() as folder:
+        theirs = t5_generation.transformers_generate(
+            torch, t5_generation.transformers_model(other, folder))
+        with pytest.raises(AssertionError, match="transformers wrote other tokens"):
+            t5_generation.check_same_tokens({"tinyattn": t5_generation.tinyattn_generate(model),
+                                             "transformers": theirs}, inputs)
 
 
 TINY_WHISPER = dict(vocab_size=40, num_mel_bins=8, d_model=16, encoder_layers=1, encoder_heads=2,

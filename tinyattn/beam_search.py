@@ -75,8 +75,21 @@ def log_softmax(logits):
 
 
 def best(scores, k):
-    """The indices of the k largest of each row of `scores`, largest first (ties: the first)."""
-    return np.argsort(-scores, axis=-1, kind="stable")[:, :k]
+    """The indices of the k largest of each row of `scores`, largest first (ties: the first):
+    what `np.argsort(-scores, axis=-1, kind="stable")[:, :k]` gives.
+
+    Speed: a full sort of a row of K x vocab candidates (128,512 at t5-small's vocabulary and 4
+    beams) cost a quarter of a beam search's time (bench part 12). np.partition finds each row's
+    k-th largest score in linear time; only the scores at least as large (k of them, more on a
+    tie) are sorted, in their order in the row, so ties keep the first."""
+    if scores.shape[-1] <= k:
+        return np.argsort(-scores, axis=-1, kind="stable")[:, :k]
+    kth = -np.partition(-scores, k - 1, axis=-1)[:, k - 1]              # (rows,)
+    chosen = []
+    for row, threshold in zip(scores, kth):
+        at_least = np.flatnonzero(row >= threshold)                     # k or more, in order
+        chosen.append(at_least[np.argsort(-row[at_least], kind="stable")[:k]])
+    return np.stack(chosen)                                             # (rows, k)
 
 
 def beam_search(decode, cache, max_new_tokens, num_beams, length_penalty, start_id, eos_id,

@@ -12,8 +12,9 @@ without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen to
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
 the machine's memory bandwidth sets; part 10 the key/value cache's bytes per token and a step of
 generation for multi-head, grouped-query, multi-query and latent attention; part 11 a forward pass
-of ViT-B/16's shape against transformers; part 13 transcribing 30 seconds of audio with
-whisper-tiny's shape against transformers. What is reported is
+of ViT-B/16's shape against transformers; part 12 beam search on t5-small's shape against
+transformers' generate; part 13 transcribing 30 seconds of audio with whisper-tiny's shape
+against transformers. What is reported is
 the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on one
 thread, so that the ratios compare the work done, not how it was spread over cores.
 
@@ -35,6 +36,8 @@ thread, so that the ratios compare the work done, not how it was spread over cor
                           and latent attention; DeepSeek-V2's own table
     vit_forward.py    11. classifying a batch of images with ViT-B/16's shape (chapter 6),
                           against transformers' ViTForImageClassification
+    t5_generation.py  12. beam search of 4 for 32 tokens after a 128-token input with t5-small's
+                          shape (chapter 6), against transformers' generate
     whisper_generation.py
                       13. encoding 30 s of audio and writing 32 tokens greedily with
                           whisper-tiny's shape (chapter 6), against transformers' Whisper
@@ -55,6 +58,7 @@ from tinyattn_tools.bench.hooks import bench_hooks
 from tinyattn_tools.bench.long_attention import bench_long_attention
 from tinyattn_tools.bench.open_generation import bench_open_generation
 from tinyattn_tools.bench.overhead import bench_chain
+from tinyattn_tools.bench.t5_generation import bench_t5_generation
 from tinyattn_tools.bench.tokenizer_speed import bench_tokenizers
 from tinyattn_tools.bench.training import bench_training_step
 from tinyattn_tools.bench.vit_forward import bench_vit
@@ -73,6 +77,7 @@ PARTS = {   # number: (what it measures, in a few words; the function that runs 
     9: ("generation on Qwen3-0.6B's shape and the memory-bandwidth bound", bench_open_generation),
     10: ("the key/value cache per token for each kind of attention", bench_cache_table),
     11: ("ViT-B/16's forward", bench_vit),
+    12: ("beam search on t5-small's shape", bench_t5_generation),
     13: ("Whisper-tiny's shape: 30 s of audio transcribed", bench_whisper),
 }
 
