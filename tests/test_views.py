@@ -373,6 +373,37 @@ def test_long_inputs_are_capped_and_the_page_says_what_was_left_out():
 def test_cross_attention_takes_query_and_key_tokens():
     data = data_of(viz.attention_view((["q1", "q2"], ["k1", "k2", "k3"]), heads((1, 2, 3))))
     assert data["queries"] == ["q1", "q2"] and data["keys"] == ["k1", "k2", "k3"]
+    named = data_of(viz.attention_view(["q1", "q2"], heads((1, 2, 3)),
+                                       key_tokens=["k1", "k2", "k3"]))
+    assert named == data and data["title"].startswith("attention over 2 query and 3 key tokens")
+    with pytest.raises(TypeError, match=r"^attention_view: the key tokens are given twice"):
+        viz.attention_view((["q1", "q2"], ["k1", "k2", "k3"]), heads((1, 2, 3)),
+                           key_tokens=["k"])
+    with pytest.raises(TypeError, match=r"^attention_view: the key tokens must be a list of "):
+        viz.attention_view(["q1", "q2"], heads((1, 2, 3)), key_tokens="abc")
+
+
+def t5_cross_attention():
+    """T5's decoder against its encoder (tests/fixtures/t5-tiny): the first input of the
+    fixture's references, its target and source tokens, and every decoder block's
+    cross-attention weights (B, H, T, S) from run_with_cache."""
+    model = nn.from_pretrained(ROOT / "tests/fixtures/t5-tiny")
+    reference = ta.load_safetensors(ROOT / "tests/fixtures/t5-tiny/reference.safetensors")
+    source, target = reference["input_ids"][:1], reference["decoder_input_ids"][:1]
+    _, cache = model.run_with_cache(source, target)
+    weights = [cache[f"decoder.{i}.cross_attn.weights"] for i in range(2)]       # (1, H, T, S)
+    return ([f"t{i}={t}" for i, t in enumerate(target[0])],
+            [f"s{i}={s}" for i, s in enumerate(source[0])], weights)
+
+
+def test_cross_attention_of_t5s_decoder_shows_target_tokens_against_source_tokens():
+    target, source, weights = t5_cross_attention()
+    data = data_of(viz.attention_view(target, weights, key_tokens=source))
+    assert (data["layers"], data["heads"], data["length"], data["keyCount"]) == (2, 3, 6, 10)
+    assert data["queries"] == target and data["keys"] == source
+    shown = floats(data["weights"], (2, 3, 6, 10))
+    for layer in range(2):
+        np.testing.assert_allclose(shown[layer], np.asarray(weights[layer])[0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("tokens, weights, grads, error, message", [

@@ -17,7 +17,7 @@ import browser
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.viz as viz
-from test_views import engine_order, grad_of
+from test_views import engine_order, grad_of, t5_cross_attention
 from tinyattn_tools.views import cli
 
 GPT2_TINY = "tests/fixtures/gpt2-tiny"
@@ -160,6 +160,39 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     assert chromium.find("#readout").text.endswith("(masked: a weight held at 0 cannot move)")
     assert chromium.errors() == []
     chromium.screenshot(tmp_path / "attention.png")
+
+
+def drawn_weights(chromium, shape):
+    """The weights of the heatmap on the page, read off its cells' data-v, as an array."""
+    cells = chromium.find_all("#weights .cell")
+    drawn = np.full(shape, np.nan)
+    for cell in cells:
+        drawn[int(cell.get_attribute("data-q")), int(cell.get_attribute("data-k"))] = \
+            float(cell.get_attribute("data-v"))
+    assert len(cells) == drawn.size
+    return drawn
+
+
+def test_t5s_cross_attention_draws_target_tokens_against_source_tokens(chromium, tmp_path):
+    target, source, weights = t5_cross_attention()
+    opened(chromium, viz.attention_view(target, weights, key_tokens=source),
+           tmp_path / "cross.html")
+    for layer, head in ((0, 0), (1, 2)):
+        chromium.find(f'[data-layer="{layer}"]').click()
+        chromium.find(f'[data-head="{head}"]').click()
+        expected = np.asarray(weights[layer])[0, head]                     # (T, S) = (6, 10)
+        np.testing.assert_allclose(drawn_weights(chromium, (6, 10)), expected, rtol=1e-6)
+        assert [t.text for t in chromium.find_all('.token[data-side="query"]')] == target
+        assert [t.text for t in chromium.find_all('.token[data-side="key"]')] == source
+        assert [t.text for t in chromium.find_all("#weights text")] == target + source
+    key = int(expected.max(axis=0).argmax())              # a source token some query looks at
+    chromium.hover(chromium.find(f'.token[data-side="key"][data-i="{key}"]'))
+    lit = chromium.find_all(".link.lit")
+    assert lit and {line.get_attribute("data-k") for line in lit} == {str(key)}
+    readout = chromium.find("#readout").text
+    assert readout.startswith(f"key {key} '{source[key]}' is attended by: ")
+    assert chromium.requests() == [] and chromium.errors() == []      # nothing since it opened
+    chromium.screenshot(tmp_path / "cross.png")
 
 
 def test_a_long_input_is_capped_with_a_note(chromium, tmp_path):

@@ -39,10 +39,14 @@ MAX_PAGE_BYTES = 100 * 10 ** 6  # a page's size: its opening's time grows with i
 LINK_THRESHOLD = 0.01           # lines are drawn for weights at least this large
 
 
-def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, title=None):
+def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, title=None,
+                   key_tokens=None):
     """An interactive page of attention weights per layer and head, with dL/dA beside them.
 
     tokens:  one string per position, or a pair (query_tokens, key_tokens) when L != S
+    key_tokens: the keys' tokens when they are another sequence than the queries'
+             (cross-attention: a decoder's target tokens against its encoder's source tokens);
+             `tokens` are then the queries'. The same as the pair (tokens, key_tokens)
     weights: (H, L, S) or (B, H, L, S) (arrays or tensors: a MultiHeadAttention's weights), or a
              list of those, one per layer (a CausalTransformer's `return_weights=True`)
     grads:   dL/dA, in the same form as `weights`, or None
@@ -55,6 +59,11 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
     if gradients is not None and ([g.shape for g in gradients] != [w.shape for w in layers]):
         raise ValueError(f"attention_view: grads must have the weights' shapes, "
                          f"{[w.shape for w in layers]}, got {[g.shape for g in gradients]}")
+    if key_tokens is not None:
+        if isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str):
+            raise TypeError("attention_view: the key tokens are given twice, in the pair "
+                            "(query_tokens, key_tokens) and as key_tokens: give one")
+        tokens = (tokens, key_tokens)
     queries, key_tokens = _tokens(tokens, length, keys)
     if not (isinstance(max_tokens, int) and max_tokens >= 1):
         raise ValueError(f"attention_view: max_tokens must be a positive int, got {max_tokens!r}")
@@ -69,7 +78,9 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
         note = (f"Showing the first {shown_length} of {length} queries and {shown_keys} of "
                 f"{keys} keys (max_tokens={max_tokens}). The weights a shown query puts on the "
                 f"keys left out add up to at most {left_out:.3g}.")
-    title = title or f"attention over {length} tokens: {len(layers)} x {heads} (layers x heads)"
+    over = (f"{length} tokens" if queries == key_tokens
+            else f"{length} query and {keys} key tokens")
+    title = title or f"attention over {over}: {len(layers)} x {heads} (layers x heads)"
     shown_grads = None if gradients is None else np.stack(
         [g[:, :shown_length, :shown_keys] for g in gradients])
     return attention_page(title, queries[:shown_length], key_tokens[:shown_keys], shown,
@@ -137,6 +148,9 @@ def _tokens(tokens, length, keys):
         raise TypeError("attention_view: tokens must be a list of strings, one per position, "
                         "not one string")
     if isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str):
+        if isinstance(tokens[1], str):
+            raise TypeError("attention_view: the key tokens must be a list of strings, one per "
+                            "key, not one string")
         queries, key_tokens = [str(t) for t in tokens[0]], [str(t) for t in tokens[1]]
     else:
         queries = key_tokens = [str(t) for t in tokens]
