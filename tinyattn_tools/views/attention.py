@@ -28,8 +28,9 @@ an image (the keys; the queries are `tokens`):
 The patches are cut as F.patchify cuts them, row by row across the image, so token 1 + i is
 patch i: at row i // (W / p) and column i % (W / p) of the grid. The pixels are drawn with the
 image's smallest value black and its largest white (a model's images are normalized: their
-numbers are not colours), one SVG rect a pixel, each patch once, reused by every place that shows
-it (`<use>`), so that a head switch redraws no pixel.
+numbers are not colours). The page decodes each patch's pixels once and copies them into a small
+canvas wherever the patch is shown (a canvas inside the SVG, drawn by the page's own script: no
+image file, no URL).
 
 A long input is cut to its first `max_tokens` queries and keys (MAX_TOKENS by default), and the
 page says what was left out. Where the masked weights are exactly 0 (a causal mask's), dL/dA is

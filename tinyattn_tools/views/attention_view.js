@@ -63,34 +63,34 @@ if (data.note) {
 const label = (token) => token.replace(/\n/g, "↵").replace(/\t/g, "→");
 
 // ------------------------------------------------------------------ patches as tokens
-// Each patch is drawn once, as a <symbol> of p x p one-pixel rects in a hidden SVG, and shown
-// wherever its token is by a <use>, at any size: a head switch redraws no pixel. A token that is
-// no patch (the class token, or a word) is drawn as text.
+// A token that is a patch is drawn as its pixels: a p x p canvas, stretched to the size shown
+// and kept sharp, inside the SVG (a foreignObject). Each patch's pixels are decoded once, into an
+// ImageData that every canvas showing the patch copies. A token that is no patch (the class
+// token, or a word) is drawn as text.
 const patches = data.patches;
 const patchOf = (side, i) => (patches === null ? null
   : (side === "query" ? patches.queries : patches.keys)[i]);
-if (patches !== null && patches.count > 0) {
+const pictures = [];
+if (patches !== null) {
   const p = patches.size;
-  const pixels = Uint8Array.from(atob(patches.pixels), (c) => c.charCodeAt(0));   // (n, p, p, 3)
-  const defs = el("svg:defs");
+  const text = atob(patches.pixels);                                  // (n, p, p, 3) RGB bytes
   for (let n = 0; n < patches.count; n++) {
-    const symbol = el("svg:symbol", { id: `patch-${n}`, viewBox: `0 0 ${p} ${p}`,
-                                      "shape-rendering": "crispEdges" });
-    for (let y = 0; y < p; y++) {
-      for (let x = 0; x < p; x++) {
-        const at = ((n * p + y) * p + x) * 3;
-        symbol.append(el("svg:rect", { x, y, width: 1, height: 1,
-          fill: `rgb(${pixels[at]},${pixels[at + 1]},${pixels[at + 2]})` }));
-      }
+    const image = new ImageData(p, p);                                // (p, p, 4) RGBA
+    for (let i = 0; i < p * p; i++) {
+      for (let c = 0; c < 3; c++) image.data[i * 4 + c] = text.charCodeAt((n * p * p + i) * 3 + c);
+      image.data[i * 4 + 3] = 255;
     }
-    defs.append(symbol);
+    pictures.push(image);
   }
-  document.body.append(el("svg:svg", { id: "patches", width: 0, height: 0,
-                                       style: "position: absolute" }, defs));
 }
 // The picture of patch n, a square of `size` pixels at (x, y).
-const picture = (n, x, y, size, attributes = {}) => el("svg:use", {
-  href: `#patch-${n}`, x, y, width: size, height: size, class: "patch", ...attributes });
+function picture(n, x, y, size, attributes = {}) {
+  const canvas = el("canvas", { width: patches.size, height: patches.size,
+                                style: `width: ${size}px; height: ${size}px` });
+  canvas.getContext("2d").putImageData(pictures[n], 0, 0);
+  return el("svg:foreignObject", { x, y, width: size, height: size, class: "patch",
+                                   "data-patch": n, ...attributes }, canvas);
+}
 
 // ------------------------------------------------------------------ lines from token to token
 const ROW = patches === null ? 16 : 24, WIDTH = 380, COLUMN = 110;   // COLUMN: room for a token
@@ -119,7 +119,7 @@ function linesPane() {
       ? el("svg:text", { class: "token", "data-side": side, "data-i": i, x, y: middle(i) + 4,
                          "text-anchor": side === "query" ? "end" : "start" }, label(token))
       : picture(n, side === "query" ? x - size : x, middle(i) - size / 2, size,
-                { class: "token patch", "data-side": side, "data-i": i, "data-patch": n });
+                { class: "token patch", "data-side": side, "data-i": i });
     text.addEventListener("mouseenter", () => focusToken(side, i, svg));
     text.addEventListener("mouseleave", () => unfocus(svg));
     svg.append(text);
