@@ -190,12 +190,15 @@ function heatmap(id, title, value, colour, greyed = () => false) {
              label(token))
         : picture(n, margin - cell - 3, margin + q * cell + 1, cell - 2, { "data-q": q }));
     });
-    const texts = [];             // drawn last: a slanted text reaches over the next column
+    // a slanted text reaches over the next column: above the pictures when there are some
+    const above = patches !== null && patches.keys.some((n) => n !== null) ? cell : 0;
+    const texts = [];
     data.keys.forEach((token, k) => {
       const n = patchOf("key", k);
       if (n === null || n === undefined) {
         texts.push(el("svg:text", { transform: `translate(${margin + k * cell + cell - 2},`
-                                               + `${margin - 4}) rotate(-60)` }, label(token)));
+                                               + `${margin - 4 - above}) rotate(-60)` },
+                      label(token)));
       } else {
         svg.append(picture(n, margin + k * cell + 1, margin - cell - 3, cell - 2, { "data-k": k }));
       }
