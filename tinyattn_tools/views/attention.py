@@ -205,7 +205,7 @@ def _patches(image, patch_size, batch, keys):
     if array.ndim != 3 or array.shape[0] not in (1, 3):
         raise ValueError(f"attention_view: image must be (C, H, W), (H, W) or (B, C, H, W) with "
                          f"C 1 or 3, got shape {np.shape(image)}")
-    channels, height, width = array.shape
+    height, width = array.shape[1:]
     if not (isinstance(patch_size, int) and patch_size >= 1 and height % patch_size == 0
             and width % patch_size == 0):
         raise ValueError(f"attention_view: patch_size must be an int dividing the image's height "
@@ -218,8 +218,8 @@ def _patches(image, patch_size, batch, keys):
                          f"has {count} patches, for weights of {keys} keys: give weights of "
                          f"{count} keys, or {count + 1} with a class token first")
     low, high = float(array.min()), float(array.max())
-    grey = (array - low) / (high - low) if high > low else np.zeros(array.shape)
-    rgb = np.broadcast_to(np.round(grey * 255).astype(np.uint8), (3, height, width))
+    scaled = (array - low) / (high - low) if high > low else np.zeros(array.shape)   # 0 to 1
+    rgb = np.broadcast_to(np.round(scaled * 255).astype(np.uint8), (3, height, width))
     grid = rgb.reshape(3, height // p, p, across, p).transpose(1, 3, 2, 4, 0)  # (h, w, p, p, 3)
     pixels = np.ascontiguousarray(grid.reshape(count, p, p, 3))                # (P, p, p, 3)
     labels = [f"patch {i} (row {i // across}, column {i % across})" for i in range(count)]
