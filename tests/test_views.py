@@ -373,6 +373,111 @@ def test_long_inputs_are_capped_and_the_page_says_what_was_left_out():
 def test_cross_attention_takes_query_and_key_tokens():
     data = data_of(viz.attention_view((["q1", "q2"], ["k1", "k2", "k3"]), heads((1, 2, 3))))
     assert data["queries"] == ["q1", "q2"] and data["keys"] == ["k1", "k2", "k3"]
+    named = data_of(viz.attention_view(["q1", "q2"], heads((1, 2, 3)),
+                                       key_tokens=["k1", "k2", "k3"]))
+    assert named == data and data["title"].startswith("attention over 2 query and 3 key tokens")
+    with pytest.raises(TypeError, match=r"^attention_view: the key tokens are given twice"):
+        viz.attention_view((["q1", "q2"], ["k1", "k2", "k3"]), heads((1, 2, 3)),
+                           key_tokens=["k"])
+    with pytest.raises(TypeError, match=r"^attention_view: the key tokens must be a list of "):
+        viz.attention_view(["q1", "q2"], heads((1, 2, 3)), key_tokens="abc")
+
+
+def t5_cross_attention():
+    """T5's decoder against its encoder (tests/fixtures/t5-tiny): the first input of the
+    fixture's references, its target and source tokens, and every decoder block's
+    cross-attention weights (B, H, T, S) from run_with_cache."""
+    model = nn.from_pretrained(ROOT / "tests/fixtures/t5-tiny")
+    reference = ta.load_safetensors(ROOT / "tests/fixtures/t5-tiny/reference.safetensors")
+    source, target = reference["input_ids"][:1], reference["decoder_input_ids"][:1]
+    _, cache = model.run_with_cache(source, target)
+    weights = [cache[f"decoder.{i}.cross_attn.weights"] for i in range(2)]       # (1, H, T, S)
+    return ([f"t{i}={t}" for i, t in enumerate(target[0])],
+            [f"s{i}={s}" for i, s in enumerate(source[0])], weights)
+
+
+def test_cross_attention_of_t5s_decoder_shows_target_tokens_against_source_tokens():
+    target, source, weights = t5_cross_attention()
+    data = data_of(viz.attention_view(target, weights, key_tokens=source))
+    assert (data["layers"], data["heads"], data["length"], data["keyCount"]) == (2, 3, 6, 10)
+    assert data["queries"] == target and data["keys"] == source
+    shown = floats(data["weights"], (2, 3, 6, 10))
+    for layer in range(2):
+        np.testing.assert_allclose(shown[layer], np.asarray(weights[layer])[0], rtol=1e-6)
+
+
+def vit_attention():
+    """nn.ViT from tests/fixtures/vit-tiny (32 x 32 pixels, patches of 8: 16 patches, 4 heads,
+    2 blocks) on a smooth colour ramp: the image (1, 3, 32, 32) and each block's weights
+    (1, H, 1 + P, 1 + P) from run_with_cache."""
+    model = nn.from_pretrained(ROOT / "tests/fixtures/vit-tiny")
+    y, x = np.mgrid[0:32, 0:32] / 31.0
+    image = np.stack([x, y, 1 - x * y]).astype(np.float32)[None]          # (1, C, H, W)
+    _, cache = model.run_with_cache(image)
+    return image, [cache[f"blocks.{i}.attn.weights"] for i in range(2)]
+
+
+def patch_pixels(data):
+    """The pixels a page draws, (n, p, p, 3) uint8."""
+    patches = data["patches"]
+    return np.frombuffer(base64.b64decode(patches["pixels"]), dtype=np.uint8).reshape(
+        patches["count"], patches["size"], patches["size"], 3)
+
+
+def test_a_vits_patches_are_its_tokens_after_the_class_token():
+    image, weights = vit_attention()
+    data = data_of(viz.attention_view(None, weights, image=image, patch_size=8))
+    assert (data["layers"], data["heads"], data["length"], data["keyCount"]) == (2, 4, 17, 17)
+    assert data["queries"] == data["keys"] and data["queries"][0] == "[CLS]"
+    assert data["queries"][6] == "patch 5 (row 1, column 1)"
+    assert data["patches"]["queries"] == data["patches"]["keys"] == [None] + list(range(16))
+    np.testing.assert_allclose(floats(data["weights"], (2, 4, 17, 17)),
+                               np.stack([np.asarray(w)[0] for w in weights]), rtol=1e-6)
+    pixels = patch_pixels(data)                                           # (16, 8, 8, 3)
+    scaled = (image[0] - image.min()) / (image.max() - image.min()) * 255  # (C, H, W)
+    for patch in (0, 5, 15):                      # patch i at row i // 4, column i % 4
+        row, column = divmod(patch, 4)
+        expected = scaled[:, 8 * row:8 * row + 8, 8 * column:8 * column + 8].transpose(1, 2, 0)
+        np.testing.assert_array_equal(pixels[patch], np.round(expected).astype(np.uint8))
+
+
+def test_text_against_an_images_patches_and_a_grey_image_without_a_class_token():
+    text = ["a", "red", "square"]
+    weights = heads((2, 3, 16))
+    grey = np.arange(64.0).reshape(8, 8)                                  # (H, W): 16 patches
+    data = data_of(viz.attention_view(text, weights, image=grey, patch_size=2))
+    assert data["queries"] == text and data["keys"][0] == "patch 0 (row 0, column 0)"
+    assert data["patches"]["queries"] == [None] * 3
+    assert data["patches"]["keys"] == list(range(16))
+    pixels = patch_pixels(data)                                           # (16, 2, 2, 3)
+    assert (pixels == pixels[..., :1]).all()                              # grey: R = G = B
+    np.testing.assert_array_equal(pixels[5, :, :, 0], np.round(
+        grey[2:4, 2:4] / 63 * 255).astype(np.uint8))
+    capped = data_of(viz.attention_view(text, weights, image=grey, patch_size=2, max_tokens=5))
+    assert capped["patches"]["count"] == 5 and capped["keys"] == data["keys"][:5]
+
+
+@pytest.mark.parametrize("tokens, options, error, message", [
+    (None, {"image": np.zeros((3, 32, 32)), "patch_size": 6}, ValueError,
+     r"attention_view: patch_size must be an int dividing the image's height and width, "
+     r"\(32, 32\), got 6$"),
+    (None, {"image": np.zeros((3, 32, 32)), "patch_size": 16}, ValueError,
+     r"attention_view: an image of \(32, 32\) in patches of 16 has 4 patches, for weights of "
+     r"17 keys: give weights of 4 keys, or 5 with a class token first$"),
+    (None, {"image": np.zeros((2, 32, 32)), "patch_size": 8}, ValueError,
+     r"attention_view: image must be \(C, H, W\), \(H, W\) or \(B, C, H, W\) with C 1 or 3, "
+     r"got shape \(2, 32, 32\)$"),
+    (None, {"image": np.zeros((3, 32, 32)), "patch_size": 8, "key_tokens": list("ab")},
+     TypeError, r"attention_view: the key tokens are given twice, as key_tokens and as the "
+                r"patches of image: give one$"),
+    (list("ab"), {"patch_size": 8}, TypeError,
+     r"attention_view: patch_size=8 is given without an image$"),
+    (None, {}, TypeError, r"attention_view: tokens is None: give one string per position, or an "
+                          r"image whose patches are the tokens$"),
+])
+def test_attention_view_refuses_patches_that_do_not_fit(tokens, options, error, message):
+    with pytest.raises(error, match=message):
+        viz.attention_view(tokens, heads((1, 17, 17)), **options)
 
 
 @pytest.mark.parametrize("tokens, weights, grads, error, message", [
@@ -424,7 +529,9 @@ def test_an_attention_view_too_large_to_draw_is_refused_before_it_is_written():
 # ---------------------------------------------------------------- pages
 def test_a_page_names_no_url_but_the_svg_namespace():
     x, w, loss = diamond()
-    for view in (viz.graph_view(loss), viz.attention_view(list("ab"), heads((1, 2, 2)))):
+    image, weights = vit_attention()
+    for view in (viz.graph_view(loss), viz.attention_view(list("ab"), heads((1, 2, 2))),
+                 viz.attention_view(None, weights, image=image, patch_size=8)):
         urls = set(re.findall(r"[a-z]+://[^\s\"'<>)]*", view.html))
         assert urls == {"http://www.w3.org/2000/svg"}      # a name in createElementNS: no fetch
         assert "<link" not in view.html and " src=" not in view.html

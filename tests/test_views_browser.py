@@ -17,7 +17,7 @@ import browser
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.viz as viz
-from test_views import engine_order, grad_of
+from test_views import engine_order, grad_of, t5_cross_attention, vit_attention
 from tinyattn_tools.views import cli
 
 GPT2_TINY = "tests/fixtures/gpt2-tiny"
@@ -162,6 +162,68 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     chromium.screenshot(tmp_path / "attention.png")
 
 
+def drawn_weights(chromium, shape):
+    """The weights of the heatmap on the page, read off its cells' data-v, as an array."""
+    cells = chromium.find_all("#weights .cell")
+    drawn = np.full(shape, np.nan)
+    for cell in cells:
+        drawn[int(cell.get_attribute("data-q")), int(cell.get_attribute("data-k"))] = \
+            float(cell.get_attribute("data-v"))
+    assert len(cells) == drawn.size
+    return drawn
+
+
+def test_t5s_cross_attention_draws_target_tokens_against_source_tokens(chromium, tmp_path):
+    target, source, weights = t5_cross_attention()
+    opened(chromium, viz.attention_view(target, weights, key_tokens=source),
+           tmp_path / "cross.html")
+    for layer, head in ((0, 0), (1, 2)):
+        chromium.find(f'[data-layer="{layer}"]').click()
+        chromium.find(f'[data-head="{head}"]').click()
+        expected = np.asarray(weights[layer])[0, head]                     # (T, S) = (6, 10)
+        np.testing.assert_allclose(drawn_weights(chromium, (6, 10)), expected, rtol=1e-6)
+        assert [t.text for t in chromium.find_all('.token[data-side="query"]')] == target
+        assert [t.text for t in chromium.find_all('.token[data-side="key"]')] == source
+        assert [t.text for t in chromium.find_all("#weights text")] == target + source
+    key = int(expected.max(axis=0).argmax())              # a source token some query looks at
+    chromium.hover(chromium.find(f'.token[data-side="key"][data-i="{key}"]'))
+    lit = chromium.find_all(".link.lit")
+    assert lit and {line.get_attribute("data-k") for line in lit} == {str(key)}
+    readout = chromium.find("#readout").text
+    assert readout.startswith(f"key {key} '{source[key]}' is attended by: ")
+    assert chromium.requests() == [] and chromium.errors() == []      # nothing since it opened
+    chromium.screenshot(tmp_path / "cross.png")
+
+
+def test_a_vits_patches_are_drawn_as_pictures_and_its_heads_switch(chromium, tmp_path):
+    image, weights = vit_attention()                       # 16 patches of 8 x 8, and [CLS]
+    opened(chromium, viz.attention_view(None, weights, image=image, patch_size=8),
+           tmp_path / "vit.html")
+    scaled = (image[0] - image.min()) / (image.max() - image.min()) * 255  # (C, H, W)
+    expected = np.round(scaled[:, 8:16, 16:24]).astype(int)              # patch 6: row 1, col 2
+    for side in ("query", "key"):
+        drawn = chromium.find_all(f'.token[data-side="{side}"]')
+        assert drawn[0].tag_name == "text" and drawn[0].text == "[CLS]"
+        assert [t.get_attribute("data-patch") for t in drawn[1:]] == [str(n) for n in range(16)]
+        assert all(t.rect["width"] == 20 for t in drawn[1:])             # a row's height, less 4
+        rgba = chromium.run("return [...arguments[0].querySelector('canvas').getContext('2d')"
+                            ".getImageData(0, 0, 8, 8).data]", drawn[7])  # the pixels drawn
+        np.testing.assert_array_equal(np.reshape(rgba, (8, 8, 4))[..., :3],
+                                      expected.transpose(1, 2, 0))
+    assert len(chromium.find_all("#weights .patch")) == 2 * 16           # both axes
+    chromium.find('[data-layer="1"]').click()
+    chromium.find('[data-head="3"]').click()
+    expected = np.asarray(weights[1])[0, 3]                              # (1 + P, 1 + P)
+    np.testing.assert_allclose(drawn_weights(chromium, (17, 17)), expected, rtol=1e-6)
+    chromium.hover(chromium.find('.token[data-side="query"][data-i="7"]'))
+    assert {line.get_attribute("data-q") for line in chromium.find_all(".link.lit")} == {"7"}
+    assert chromium.find("#readout").text.startswith(
+        "query 7 'patch 6 (row 1, column 2)' attends to: ")
+    assert "lit" in chromium.find('.token[data-side="query"][data-i="7"]').get_attribute("class")
+    assert chromium.requests() == [] and chromium.errors() == []      # nothing since it opened
+    chromium.screenshot(tmp_path / "vit.png")
+
+
 def test_a_long_input_is_capped_with_a_note(chromium, tmp_path):
     scores = np.random.default_rng(0).standard_normal((1, 300, 300))
     weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
@@ -230,8 +292,10 @@ def test_an_untrusted_notebook_shows_one_line_saying_how_to_see_the_view(chromiu
 
 def test_in_a_narrow_output_each_view_fits_and_its_frame_fits_the_view(chromium, tmp_path):
     loss, leaves = small_attention_graph()
+    image, weights = vit_attention()
     views = {"graph": viz.graph_view(loss), "block": cli.block_graph_view(),
-             "attention": cli.gpt2_attention_view(GPT2_TINY, "The cat sat on the mat")}
+             "attention": cli.gpt2_attention_view(GPT2_TINY, "The cat sat on the mat"),
+             "patches": viz.attention_view(None, weights, image=image, patch_size=8)}
     for name, view in views.items():
         chromium.open(notebook(view, tmp_path / f"narrow_{name}.html", width=400),
                       frame="iframe")

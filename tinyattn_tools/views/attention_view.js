@@ -62,8 +62,39 @@ if (data.note) {
 
 const label = (token) => token.replace(/\n/g, "↵").replace(/\t/g, "→");
 
+// ------------------------------------------------------------------ patches as tokens
+// A token that is a patch is drawn as its pixels: a p x p canvas, stretched to the size shown
+// and kept sharp, inside the SVG (a foreignObject). Each patch's pixels are decoded once, into an
+// ImageData that every canvas showing the patch copies. A token that is no patch (the class
+// token, or a word) is drawn as text.
+const patches = data.patches;
+const patchOf = (side, i) => (patches === null ? null
+  : (side === "query" ? patches.queries : patches.keys)[i]);
+const pictures = [];
+if (patches !== null) {
+  const p = patches.size;
+  const text = atob(patches.pixels);                                  // (n, p, p, 3) RGB bytes
+  for (let n = 0; n < patches.count; n++) {
+    const image = new ImageData(p, p);                                // (p, p, 4) RGBA
+    for (let i = 0; i < p * p; i++) {
+      for (let c = 0; c < 3; c++) image.data[i * 4 + c] = text.charCodeAt((n * p * p + i) * 3 + c);
+      image.data[i * 4 + 3] = 255;
+    }
+    pictures.push(image);
+  }
+}
+// The picture of patch n, a square of `size` pixels at (x, y).
+function picture(n, x, y, size, attributes = {}) {
+  const canvas = el("canvas", { width: patches.size, height: patches.size,
+                                style: `width: ${size}px; height: ${size}px` });
+  canvas.getContext("2d").putImageData(pictures[n], 0, 0);
+  return el("svg:foreignObject", { x, y, width: size, height: size, class: "patch",
+                                   "data-patch": n, ...attributes }, canvas);
+}
+
 // ------------------------------------------------------------------ lines from token to token
-const ROW = 16, WIDTH = 380, COLUMN = 110;     // COLUMN: room for a token's text on each side
+const ROW = patches === null ? 16 : 24, WIDTH = 380, COLUMN = 110;   // COLUMN: room for a token
+const middle = (i) => i * ROW + ROW * 0.75;                             // a row's lines meet here
 
 function linesPane() {
   const height = Math.max(L, S) * ROW + 10;
@@ -75,17 +106,20 @@ function linesPane() {
     for (let k = 0; k < S; k++) {
       const w = weightAt(q, k);
       if (w < data.threshold) continue;       // invisible anyway: the legend says so
-      links.append(el("svg:line", { class: "link", x1: COLUMN + 6, y1: q * ROW + 12,
-                                    x2: WIDTH - COLUMN - 6, y2: k * ROW + 12,
+      links.append(el("svg:line", { class: "link", x1: COLUMN + 6, y1: middle(q),
+                                    x2: WIDTH - COLUMN - 6, y2: middle(k),
                                     "stroke-opacity": w, "stroke-width": 2,
                                     "data-q": q, "data-k": k, "data-w": w }));
     }
   }
   const column = (tokens, side) => tokens.forEach((token, i) => {
-    const text = el("svg:text", { class: "token", "data-side": side, "data-i": i,
-                                  x: side === "query" ? COLUMN : WIDTH - COLUMN, y: i * ROW + 16,
-                                  "text-anchor": side === "query" ? "end" : "start" },
-                    label(token));
+    const x = side === "query" ? COLUMN : WIDTH - COLUMN;
+    const n = patchOf(side, i), size = ROW - 4;
+    const text = n === null || n === undefined
+      ? el("svg:text", { class: "token", "data-side": side, "data-i": i, x, y: middle(i) + 4,
+                         "text-anchor": side === "query" ? "end" : "start" }, label(token))
+      : picture(n, side === "query" ? x - size : x, middle(i) - size / 2, size,
+                { class: "token patch", "data-side": side, "data-i": i });
     text.addEventListener("mouseenter", () => focusToken(side, i, svg));
     text.addEventListener("mouseleave", () => unfocus(svg));
     svg.append(text);
@@ -148,12 +182,28 @@ function heatmap(id, title, value, colour, greyed = () => false) {
       + (grads ? `, dL/dA ${gradAt(q, k).toExponential(3)}` : "")
       + (grads && masked(q, k) ? " (masked: a weight held at 0 cannot move)" : "");
   });
-  if (margin > 4) {
-    data.queries.forEach((token, q) => svg.append(el("svg:text", {
-      x: margin - 4, y: margin + q * cell + cell - 2, "text-anchor": "end" }, label(token))));
-    data.keys.forEach((token, k) => svg.append(el("svg:text", {
-      transform: `translate(${margin + k * cell + cell - 2},${margin - 4}) rotate(-60)` },
-      label(token))));
+  if (margin > 4) {             // a patch's picture in a cell's size beside it, or its text
+    data.queries.forEach((token, q) => {
+      const n = patchOf("query", q);
+      svg.append(n === null || n === undefined
+        ? el("svg:text", { x: margin - 4, y: margin + q * cell + cell - 2, "text-anchor": "end" },
+             label(token))
+        : picture(n, margin - cell - 3, margin + q * cell + 1, cell - 2, { "data-q": q }));
+    });
+    // a slanted text reaches over the next column: above the pictures when there are some
+    const above = patches !== null && patches.keys.some((n) => n !== null) ? cell : 0;
+    const texts = [];
+    data.keys.forEach((token, k) => {
+      const n = patchOf("key", k);
+      if (n === null || n === undefined) {
+        texts.push(el("svg:text", { transform: `translate(${margin + k * cell + cell - 2},`
+                                               + `${margin - 4 - above}) rotate(-60)` },
+                      label(token)));
+      } else {
+        svg.append(picture(n, margin + k * cell + 1, margin - cell - 3, cell - 2, { "data-k": k }));
+      }
+    });
+    svg.append(...texts);
   }
   return el("div", { class: "pane" }, el("h2", {}, title), svg);
 }
