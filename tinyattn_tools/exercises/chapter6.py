@@ -1,27 +1,30 @@
 """Chapter 6 of the exercises, in the README's reading order: images as tokens (ViT's patches and
 back), DiT's adaLN-Zero block, one step of DDPM's sampling, Whisper's log-mel spectrogram, and T5's
-relative position buckets. Read chapter1.py first: the entries are written the same way.
+relative position buckets; and beam search. Read chapter1.py first: the entries are written the same way.
 
 What the learner writes: patchify and unpatchify (tinyattn/functional/patches.py); DiTBlock.forward
 (tinyattn/nn/dit.py), where the condition reaches the image through shifted, scaled and gated
 norms; DDPMSchedule.step (tinyattn/diffusion.py), x_{t-1} from x_t and the predicted noise;
 log_mel_spectrogram (tinyattn/audio.py), a waveform's frames, powers, mel bands and log; and
-relative_position_bucket (tinyattn/nn/t5.py). Each is checked against tinyattn's own code and
+relative_position_bucket (tinyattn/nn/t5.py); beam_search (tinyattn/beam_search.py), whose loop is
+the step: score, choose 2K, finish, continue, stop. Each is checked against tinyattn's own code and
 against a reference written here another way: loops over the pixels, the adaLN-Zero formula with
 NumPy norms, the paper's eq. 11 in place of eqs. 15 and 7, a frame's Fourier transform as a sum,
-and T5's bucket rule one position at a time.
+T5's bucket rule one position at a time, and every output of a small vocabulary enumerated.
 """
+import itertools
 import math
 
 import numpy as np
 
 import tinyattn as ta
 import tinyattn.functional as F
-from tinyattn import audio
+from tinyattn import audio, beam_search
 from tinyattn.diffusion import DDPMSchedule
 from tinyattn.nn import t5
 from tinyattn.nn.dit import ADALN_EPS, DiTBlock
 from tinyattn_tools.checklist.diffusion_transformer import LABELS, TINY, off_zero
+from tinyattn_tools.checklist.t5 import SETTINGS as T5_SETTINGS
 from tinyattn_tools.exercises.checks import float32, gradient_rows, leaves, same
 from tinyattn_tools.exercises.exercise import Exercise, WrongVersion as Wrong
 
@@ -613,4 +616,169 @@ RELATIVE_POSITION_BUCKET = Exercise(
 )
 
 
-EXERCISES = (PATCHIFY, ADALN_ZERO, DDPM_STEP, LOG_MEL, RELATIVE_POSITION_BUCKET)
+# ------------------------------------------------------------------------------------------------
+# Beam search
+
+START, EOS = 0, 1
+
+
+class HistoryCache:
+    """A toy decoder's cache: which input each row decodes, and how often each token came in
+    that row so far (as a self-attention cache holds its keys): the next token's logits depend
+    on it, so a beam whose cache rows were not reordered gets another beam's logits."""
+
+    def __init__(self, inputs, vocab):
+        self.inputs = np.asarray(inputs)
+        self.counts = np.zeros((len(inputs), vocab))
+        self.reorders = []
+
+    @property
+    def batch_size(self):
+        return len(self.inputs)
+
+    def repeated(self, n):
+        self.inputs = np.repeat(self.inputs, n)
+        self.counts = np.repeat(self.counts, n, axis=0)
+
+    def reorder(self, rows):
+        self.reorders.append(np.array(rows))
+        self.counts = self.counts[rows]
+
+
+class ToyDecoder:
+    """logits(input, last token, counts of the tokens so far) = table[input, last] + counts @
+    mixing, float32: a random Markov chain per input, bent by each row's history; eos_bias
+    makes ending likelier."""
+
+    def __init__(self, inputs, vocab, seed, eos_bias=0.0):
+        random = np.random.default_rng(seed)
+        self.table = 2.0 * random.standard_normal((inputs, vocab, vocab))
+        self.table[:, :, EOS] += eos_bias
+        self.mixing = 0.7 * random.standard_normal((vocab, vocab))
+
+    def logits(self, which, last, counts):                              # (rows, V)
+        return (self.table[which, last] + counts @ self.mixing).astype(np.float32)
+
+    def __call__(self, ids, cache):
+        cache.counts[np.arange(len(ids)), ids[:, 0]] += 1
+        return ta.tensor(self.logits(cache.inputs, ids[:, 0], cache.counts)[:, None, :])
+
+
+SEARCHES = (     # inputs, vocab, K, new tokens, alpha, seed, eos_bias
+    (2, 6, 2, 5, 1.0, 0, 0.0), (3, 5, 3, 4, 0.0, 1, 0.0), (2, 7, 4, 6, 2.0, 2, 0.0),
+    (1, 4, 2, 3, -1.0, 3, 0.0), (3, 6, 3, 5, 0.5, 4, 0.0), (2, 5, 2, 5, 0.0, 0, 0.0),
+    (2, 5, 2, 5, 1.0, 2, 0.0), (2, 5, 3, 5, 1.0, 0, 1.5), (2, 5, 2, 7, 2.0, 0, 1.5))
+
+
+def searches():
+    """Beam search on toy decoders whose cache matters: the tokens, and the cache's reorders."""
+    found = {}
+    for inputs, vocab, K, new, alpha, seed, eos_bias in SEARCHES:
+        cache = HistoryCache(np.arange(inputs), vocab)
+        case = (f"{inputs} inputs, vocab {vocab}, {K} beams, {new} tokens, alpha {alpha:g}, "
+                f"seed {seed}, eos bias {eos_bias:g}")
+        found[f"{case}: tokens"] = beam_search.beam_search(
+            ToyDecoder(inputs, vocab, seed, eos_bias), cache, new, K, alpha, START, EOS, 5)
+        found[f"{case}: cache rows kept"] = np.array(cache.reorders)
+    return found
+
+
+def best_by_enumeration(decoder, which, vocab, new, alpha):
+    """The output of the best score / length^alpha among every output of at most `new` tokens
+    (ending at eos or at the limit), each token's log-probability from the decoder."""
+    best_score, best_tokens = -math.inf, None
+    for tokens in itertools.product(range(vocab), repeat=new):
+        length = next((i + 1 for i, token in enumerate(tokens) if token == EOS), new)
+        counts, last, score = np.zeros(vocab), START, 0.0
+        for token in tokens[:length]:
+            counts[last] += 1
+            logits = decoder.logits(which, last, counts[None])[0].astype(np.float64)
+            score += logits[token] - math.log(np.exp(logits - logits.max()).sum()) - logits.max()
+            last = token
+        if score / length ** alpha > best_score + 1e-9:
+            best_score, best_tokens = score / length ** alpha, (START, *tokens[:length])
+    return best_tokens
+
+
+def enough_beams():
+    """With as many beams as outputs (vocab 3, 3 tokens: 27), beam search keeps every output
+    and must find the best one: its tokens (up to their first eos) against the enumeration's,
+    for each input and length penalty."""
+    found = {}
+    for alpha in (0.0, 1.0, 2.0):
+        decoder = ToyDecoder(2, 3, 0)
+        tokens = beam_search.beam_search(decoder, HistoryCache([0, 1], 3), 3, 27, alpha, START,
+                                         EOS, 2)
+        for which in (0, 1):
+            row = tokens[which].tolist()
+            ended = row[:row.index(EOS) + 1] if EOS in row[1:] else row
+            found[f"alpha {alpha:g}, input {which}: yours, the enumeration's"] = [
+                ended, list(best_by_enumeration(decoder, which, 3, 3, alpha))]
+    return found
+
+
+def t5_beams():
+    """A small random T5's generate with 3 beams, and 2 with a length penalty of 2."""
+    ta.manual_seed(0)
+    model = t5.T5(T5_SETTINGS)
+    ids = np.array([[3, 7, 2, 9, 1], [4, 4, 8, 1, 0]])
+    return {"3 beams": model.generate(ids, 6, num_beams=3),
+            "2 beams, alpha 2": model.generate(ids, 5, num_beams=2, length_penalty=2.0)}
+
+
+BEAM_SEARCH_STEP = Exercise(
+    "beam_search_step", 6, "beam search's step: score every continuation, choose 2K, finish "
+    "hypotheses by score / length^alpha, reorder the cache, stop",
+    "tinyattn.beam_search", ("beam_search",),
+    read_first="the top of tinyattn/beam_search.py (the five steps, and the decisions it takes "
+               "as transformers' generate takes them: the length, the stop, -1e9, the "
+               "padding), greedy_search, log_softmax and best above the function, and T5Cache's "
+               "repeated and reorder in tinyattn/nn/t5.py",
+    checks=(
+        same("with as many beams as outputs, the best output of an enumeration of all 27, "
+             "alpha 0, 1 and 2", enough_beams, 0),
+        same("toy decoders whose logits depend on the cache: tokens and cache reorders vs "
+             "tinyattn's, 1 to 3 inputs, 2 to 4 beams, alpha -1 to 2, 9 searches", searches, 0),
+        same("a small T5's generate with 3 beams, and with 2 and a length penalty",
+             t5_beams, 0),
+    ),
+    hints=(
+        "Re-read the top of beam_search.py: each step scores K x V continuations, keeps the 2K "
+        "best, lets those among the first K that end compete with the kept hypotheses by "
+        "score / t^alpha, and continues with the K best that did not end.",
+        "Keep per input: beams (B, K, length) of tokens, their scores (B, K) float32 (all but "
+        "the first at NEVER, so the first step expands one beam), and the K kept hypotheses "
+        "with their penalised scores, lengths and whether each is real. `best` and "
+        "np.take_along_axis do every choice; a candidate's index in K V is parent * V + token.",
+        "After choosing the K running beams, reorder the cache with their parents' rows "
+        "(input * K + parent). An input is done when its best beam's score / t^alpha is not "
+        "above its worst real hypothesis; stop when all are, or every candidate ended. Return "
+        "the best hypothesis of each input, cut to the longest's length.",
+    ),
+    wrong_versions=(
+        Wrong("the length penalty on the length with the start token (t + 1)",
+              (("penalised = top_scores / float(t) ** length_penalty",
+                "penalised = top_scores / float(t + 1) ** length_penalty"),)),
+        Wrong("beams not reordered: the cache keeps the old beams' rows",
+              (("        cache.reorder(rows.reshape(-1))                                 # (B K,)\n",
+                ""),)),
+        Wrong("every beam live at the first step: K copies of the same beam",
+              (("    scores[:, 1:] = NEVER", "    scores[:, 1:] = 0.0"),)),
+        Wrong("the beams' scores not carried: each step's log-probabilities alone",
+              (("candidates = (log_p + scores[:, :, None]).reshape(B, K * V)",
+                "candidates = log_p.reshape(B, K * V)"),)),
+        Wrong("K candidates, not 2K: fewer than K beams remain when some end",
+              (("top = best(candidates, 2 * K)", "top = best(candidates, K)"),
+               ("first_half = np.arange(2 * K) < K", "first_half = np.arange(K) < K"),
+               ("np.full((B, 2 * K), t)", "np.full((B, K), t)"))),
+        Wrong("ending candidates outside the K best finish too",
+              (("~(ends & first_half)", "~ends"), ("[kept_filled, ends & first_half]",
+                                                   "[kept_filled, ends]"))),
+        Wrong("the stop compares the best beam with the best hypothesis, not the worst",
+              (("kept_scores.min(axis=1, keepdims=True)", "kept_scores.max(axis=1, keepdims=True)"),
+               )),
+    ),
+)
+
+
+EXERCISES = (PATCHIFY, ADALN_ZERO, DDPM_STEP, LOG_MEL, RELATIVE_POSITION_BUCKET, BEAM_SEARCH_STEP)
