@@ -1,13 +1,14 @@
 """Chapter 6 of the exercises, in the README's reading order: images as tokens (ViT's patches and
 back), DiT's adaLN-Zero block, one step of DDPM's sampling, Whisper's log-mel spectrogram, and T5's
-relative position buckets; and beam search. Read chapter1.py first: the entries are written the same way.
+relative position buckets; and beam search. Read chapter1.py first: the entries are written the
+same way.
 
 What the learner writes: patchify and unpatchify (tinyattn/functional/patches.py); DiTBlock.forward
 (tinyattn/nn/dit.py), where the condition reaches the image through shifted, scaled and gated
 norms; DDPMSchedule.step (tinyattn/diffusion.py), x_{t-1} from x_t and the predicted noise;
-log_mel_spectrogram (tinyattn/audio.py), a waveform's frames, powers, mel bands and log; and
-relative_position_bucket (tinyattn/nn/t5.py); beam_search (tinyattn/beam_search.py), whose loop is
-the step: score, choose 2K, finish, continue, stop. Each is checked against tinyattn's own code and
+log_mel_spectrogram (tinyattn/audio.py), a waveform's frames, powers, mel bands and log;
+relative_position_bucket (tinyattn/nn/t5.py); and beam_search (tinyattn/beam_search.py), whose
+loop is the step: score, choose 2K, finish, continue, stop. Each is checked against tinyattn's own code and
 against a reference written here another way: loops over the pixels, the adaLN-Zero formula with
 NumPy norms, the paper's eq. 11 in place of eqs. 15 and 7, a frame's Fourier transform as a sum,
 T5's bucket rule one position at a time, and every output of a small vocabulary enumerated.
@@ -485,6 +486,11 @@ LOG_MEL = Exercise(
         "before log10 (silence has none), and the floor is the largest value of the whole "
         "spectrogram minus 8. Compute in float64; return float32, (n_mels, frames).",
     ),
+    equivalent_mutants=(
+        ('log_mel_spectrogram: spectrum = np.fft.rfft(frames * hann, axis=-1)             '
+         '     # (1 + N / hop, n_fft/2 + 1) :: -1 -> 1',
+         'the frames are 2-d (frames, n_fft), so their axis 1 is their last axis, -1'),
+    ),
     wrong_versions=(
         Wrong("the magnitude spectrum, not the power",
               (("power = np.abs(spectrum[:-1]) ** 2", "power = np.abs(spectrum[:-1])"),)),
@@ -595,6 +601,16 @@ RELATIVE_POSITION_BUCKET = Exercise(
         "distance, far); take the logarithm of max(distance, exact) / exact so that it is never "
         "log(0), in float32, and cast to int64 (truncation is the floor: the log is >= 0).",
     ),
+    equivalent_mutants=(
+        ('relative_position_bucket: buckets += (relative_position > 0) * num_buckets      '
+         '  # keys after the query: upper half :: buckets += (relative_position > 0) * '
+         'num_buckets -> buckets = (relative_position > 0) * num_buckets',
+         'buckets is all zeros just before: adding to it and setting it are the same'),
+        ('relative_position_bucket: return buckets + np.where(distance < exact, distance, '
+         'far) :: distance < exact -> distance <= exact',
+         'at distance n/2 the logarithmic rule gives n/2 + floor(log(1) ...) = n/2, the '
+         'exact bucket: both sides of the comparison choose the same number'),
+    ),
     wrong_versions=(
         Wrong("off by one: the cap at n, not n - 1",
               (("far = np.minimum(far, num_buckets - 1)", "far = np.minimum(far, num_buckets)"),)),
@@ -667,7 +683,18 @@ class ToyDecoder:
 SEARCHES = (     # inputs, vocab, K, new tokens, alpha, seed, eos_bias
     (2, 6, 2, 5, 1.0, 0, 0.0), (3, 5, 3, 4, 0.0, 1, 0.0), (2, 7, 4, 6, 2.0, 2, 0.0),
     (1, 4, 2, 3, -1.0, 3, 0.0), (3, 6, 3, 5, 0.5, 4, 0.0), (2, 5, 2, 5, 0.0, 0, 0.0),
-    (2, 5, 2, 5, 1.0, 2, 0.0), (2, 5, 3, 5, 1.0, 0, 1.5), (2, 5, 2, 7, 2.0, 0, 1.5))
+    (2, 5, 2, 5, 1.0, 2, 0.0), (2, 5, 3, 5, 1.0, 0, 1.5), (2, 5, 2, 7, 2.0, 0, 1.5),
+    (2, 5, 2, 4, 0.0, 1, 0.0), (2, 5, 2, 4, 0.0, 0, 1.5))
+
+
+class EvenDecoder(ToyDecoder):
+    """After any token, eos and token 2 equally likely (the others almost never): a beam and a
+    hypothesis tie exactly, and the stop must not go on at a tie (transformers' `>`)."""
+
+    def logits(self, which, last, counts):
+        logits = np.full((len(last), self.mixing.shape[0]), -20.0, dtype=np.float32)
+        logits[:, [EOS, 2]] = 0.0
+        return logits
 
 
 def searches():
@@ -680,6 +707,10 @@ def searches():
         found[f"{case}: tokens"] = beam_search.beam_search(
             ToyDecoder(inputs, vocab, seed, eos_bias), cache, new, K, alpha, START, EOS, 5)
         found[f"{case}: cache rows kept"] = np.array(cache.reorders)
+    for alpha in (0.0, 2.0):
+        found[f"eos and a token equally likely, 1 beam, alpha {alpha:g}"] = (
+            beam_search.beam_search(EvenDecoder(1, 4, 0), HistoryCache([0], 4), 4, 1, alpha,
+                                    START, EOS, 5))
     return found
 
 
@@ -738,7 +769,8 @@ BEAM_SEARCH_STEP = Exercise(
         same("with as many beams as outputs, the best output of an enumeration of all 27, "
              "alpha 0, 1 and 2", enough_beams, 0),
         same("toy decoders whose logits depend on the cache: tokens and cache reorders vs "
-             "tinyattn's, 1 to 3 inputs, 2 to 4 beams, alpha -1 to 2, 9 searches", searches, 0),
+             "tinyattn's, 1 to 3 inputs, 1 to 4 beams, alpha -1 to 2, 13 searches, a tie",
+             searches, 0),
         same("a small T5's generate with 3 beams, and with 2 and a length penalty",
              t5_beams, 0),
     ),
@@ -755,12 +787,42 @@ BEAM_SEARCH_STEP = Exercise(
         "above its worst real hypothesis; stop when all are, or every candidate ended. Return "
         "the best hypothesis of each input, cut to the longest's length.",
     ),
+    equivalent_mutants=(
+        ('beam_search: kept_lengths = np.zeros((B, K), dtype=np.int64)                    '
+         ' # tokens generated :: np.zeros -> np.ones',
+         'the K slots of hypotheses all fill with real ones by the last step (every '
+         "candidate ends at the limit), and only the best slot's length is read"),
+        ('beam_search: kept_filled = np.zeros((B, K), dtype=bool)                         '
+         ' # a real hypothesis? :: np.zeros -> np.ones',
+         "an empty slot's score is NEVER, so the minimum over the slots is NEVER whether "
+         'or not the empty ones count as filled: `worst` is the same'),
+        ('beam_search: if not undecided.any() or ends.all(): :: not undecided.any() or '
+         'ends.all() -> not undecided.any() and ends.all()',
+         'an input that is done takes no hypothesis more (its candidates get NEVER), so '
+         'running on to the limit changes no kept hypothesis, only the time taken'),
+        ('beam_search: log_p = log_softmax(logits.astype(np.float32)).reshape(B, K, -1)   '
+         '        # (B, K, V) :: 1 -> 2',
+         "NumPy's reshape takes any negative size, -2 as well as -1, for 'the rest'"),
+        ('beam_search: [kept_filled, ends & first_half], axis=1), order, axis=1)   # (B, '
+         'K) :: ends & first_half -> ends | first_half',
+         'a candidate that does not end is given NEVER, so it fills a slot only when no '
+         'real hypothesis is there, where the minimum is NEVER either way (see '
+         'kept_filled)'),
+        ('beam_search: cache.reorder(rows.reshape(-1))                                 # '
+         '(B K,) :: 1 -> 2',
+         "NumPy's reshape takes any negative size, -2 as well as -1, for 'the rest'"),
+        ('beam_search: [kept_lengths, np.full((B, 2 * K), t)], axis=1), order, axis=1)    '
+         '     # (B, K) :: 2 -> 3',
+         'the K extra columns sit after the 3K that `order` (indices below 3K) picks '
+         'from: never chosen'),
+    ),
     wrong_versions=(
         Wrong("the length penalty on the length with the start token (t + 1)",
               (("penalised = top_scores / float(t) ** length_penalty",
                 "penalised = top_scores / float(t + 1) ** length_penalty"),)),
         Wrong("beams not reordered: the cache keeps the old beams' rows",
-              (("        cache.reorder(rows.reshape(-1))                                 # (B K,)\n",
+              (("        cache.reorder(rows.reshape(-1))                                 "
+                "# (B K,)\n",
                 ""),)),
         Wrong("every beam live at the first step: K copies of the same beam",
               (("    scores[:, 1:] = NEVER", "    scores[:, 1:] = 0.0"),)),
