@@ -8,10 +8,11 @@ What the learner writes: patchify and unpatchify (tinyattn/functional/patches.py
 norms; DDPMSchedule.step (tinyattn/diffusion.py), x_{t-1} from x_t and the predicted noise;
 log_mel_spectrogram (tinyattn/audio.py), a waveform's frames, powers, mel bands and log;
 relative_position_bucket (tinyattn/nn/t5.py); and beam_search (tinyattn/beam_search.py), whose
-loop is the step: score, choose 2K, finish, continue, stop. Each is checked against tinyattn's own code and
-against a reference written here another way: loops over the pixels, the adaLN-Zero formula with
-NumPy norms, the paper's eq. 11 in place of eqs. 15 and 7, a frame's Fourier transform as a sum,
-T5's bucket rule one position at a time, and every output of a small vocabulary enumerated.
+loop is the step: score, choose 2K, finish, continue, stop. Each is checked against tinyattn's
+own code and against a reference written here another way: loops over the pixels, the adaLN-Zero
+formula with NumPy norms, the paper's eq. 11 in place of eqs. 15 and 7, a frame's Fourier
+transform as a sum, T5's bucket rule one position at a time, and every output of a small
+vocabulary enumerated.
 """
 import itertools
 import math
@@ -335,16 +336,21 @@ def steps_vs_eq_11():
 
 
 def step_kinds():
-    """Tensors in, a Tensor out; float32 in, float32 out (no upcast); the noise not read at
-    t = 0; the inputs' values and dtypes, and the step's numbers."""
+    """The result is of sample's kind: a Tensor for a Tensor sample (at t = 0 too, and with the
+    model's output and the noise given as arrays); float32 in, float32 out (no upcast); the
+    noise not read at t = 0."""
     random = np.random.default_rng(1)
     schedule = DDPMSchedule(100, beta_start=1e-3, beta_end=0.05)
     epsilon, x_t, noise = random.standard_normal((3, 2, 4))
     single = [array.astype(np.float32) for array in (epsilon, x_t, noise)]
-    stepped = schedule.step(ta.tensor(epsilon), 7, ta.tensor(x_t), ta.tensor(noise))
+    steps = {"Tensors": schedule.step(ta.tensor(epsilon), 7, ta.tensor(x_t), ta.tensor(noise)),
+             "a Tensor sample, arrays else": schedule.step(epsilon, 7, ta.tensor(x_t), noise),
+             "a Tensor sample at t = 0": schedule.step(ta.tensor(epsilon), 0, ta.tensor(x_t),
+                                                       None)}
+    found = {f"{case}: its kind": type(step).__name__ for case, step in steps.items()}
+    found.update({f"{case}: the step": step for case, step in steps.items()})
     in_float32 = schedule.step(single[0], 40, single[1], single[2])
-    return {"a Tensor's step: its kind": type(stepped).__name__, "a Tensor's step": stepped,
-            "float32's dtype": in_float32.dtype, "float32's step": in_float32,
+    return {**found, "float32's dtype": in_float32.dtype, "float32's step": in_float32,
             "t = 0, with noise given and without": [schedule.step(epsilon, 0, x_t, noise),
                                                     schedule.step(epsilon, 0, x_t, None)]}
 
@@ -370,7 +376,8 @@ DDPM_STEP = Exercise(
     checks=(
         same("the step vs eq. 11 (Algorithm 2): t at T - 1, the middle, 1 and 0, three schedules",
              steps_vs_eq_11, 1e-12),
-        same("a Tensor in gives a Tensor; float32 stays float32; at t = 0 no noise is added",
+        same("a Tensor sample gives a Tensor (at t = 0 too); float32 stays float32; at t = 0 no "
+             "noise is added",
              step_kinds, 1e-6),
         same("ten steps of sampling from noise vs tinyattn's", a_sampling_loop, 1e-12),
     ),
