@@ -18,7 +18,9 @@ prints one line per surviving mutant, a line per exercise and the share over all
 `--swaps` counts a harder kind apart: a local name read where another belongs (`grad * a` for
 `grad * b`), two drawn for each name read; some of those compute the same function (a name that
 holds the same value), and none is left out. `--record` runs both kinds over every exercise and
-writes what they print to docs/exercise_mutants.txt.
+writes what they print to docs/exercise_mutants.txt; `--record NAME ...` runs them over those
+exercises only and puts their lines in place of theirs in the record (the others' kept), the
+totals counted again from every exercise's line.
 """
 import argparse
 import ast
@@ -28,6 +30,7 @@ import functools
 import io
 import pathlib
 import random
+import re
 import sys
 import tempfile
 import textwrap
@@ -193,8 +196,10 @@ def main(argv=()):
     parser.add_argument("--swaps", action="store_true",
                         help="names swapped instead (harder; no equivalent one is left out)")
     parser.add_argument("--record", action="store_true",
-                        help=f"both kinds, every exercise, written to {RECORD}")
+                        help=f"both kinds, every exercise (or the NAMEs'), written to {RECORD}")
     args = parser.parse_args(argv)
+    if args.record and args.names:
+        return record_some(args.names)
     if args.record:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
@@ -220,16 +225,62 @@ def main(argv=()):
             total = [total[0] + count, total[1] + killed, total[2] + same]
             print(f"{exercise.name:<22} {count:4} mutants, {same:3} equivalent, {killed:4} "
                   f"caught: {share(killed, count - same)}", flush=True)
-    seconds = f"{time.perf_counter() - started:.0f} s"
-    if args.swaps:
-        print(f"\nall {len(chosen)} exercises: {total[0]} name-swap mutants, {total[1]} caught: "
-              f"{share(total[1], total[0])}, equivalent ones not left out (each survivor is "
-              f"listed above) ({seconds})")
-    else:
-        print(f"\nall {len(chosen)} exercises: {total[0]} single-token mutants, {total[2]} "
-              f"equivalent (recorded with a reason), {total[1]} caught: "
-              f"{share(total[1], total[0] - total[2])} of the mutants that compute another "
-              f"function ({seconds})")
+    print("\n" + totals(args.swaps, len(chosen), total,
+                         f"{time.perf_counter() - started:.0f} s"))
+    return 0
+
+
+def totals(swaps, exercises, total, when):
+    """The last line of a run: (mutants, caught, equivalent) summed over `exercises`."""
+    if swaps:
+        return (f"all {exercises} exercises: {total[0]} name-swap mutants, {total[1]} caught: "
+                f"{share(total[1], total[0])}, equivalent ones not left out (each survivor is "
+                f"listed above) ({when})")
+    return (f"all {exercises} exercises: {total[0]} single-token mutants, {total[2]} "
+            f"equivalent (recorded with a reason), {total[1]} caught: "
+            f"{share(total[1], total[0] - total[2])} of the mutants that compute another "
+            f"function ({when})")
+
+
+EXERCISE_LINE = re.compile(r"^(\S+)\s+(\d+) mutants,\s+(\d+) equivalent,\s+(\d+) caught")
+
+
+def exercise_blocks(lines):
+    """{exercise: its lines} of one kind's run: the lines of its survivors, then its own."""
+    blocks, pending = {}, []
+    for line in lines:
+        found = EXERCISE_LINE.match(line)
+        if found:
+            blocks[found.group(1)] = pending + [line]
+            pending = []
+        elif line.startswith("  "):
+            pending.append(line)
+    return blocks
+
+
+def record_some(names):
+    """Both kinds over the exercises `names`, their lines put in place of theirs in the record;
+    the totals counted again from every exercise's line (the time: of the parts re-run)."""
+    kinds = RECORD.read_text().split("\nall ")          # the single tokens, then the swaps
+    single, swaps = exercise_blocks(kinds[0].splitlines()), exercise_blocks(kinds[1].splitlines())
+    for blocks, argv in ((single, names), (swaps, ["--swaps", *names])):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            main(argv)
+        blocks.update(exercise_blocks(printed.getvalue().splitlines()))
+    parts = []
+    for is_swaps, blocks in ((False, single), (True, swaps)):
+        kept = [blocks[e.name] for e in EXERCISES if e.name in blocks]
+        total = [0, 0, 0]
+        for block in kept:
+            count, same, killed = map(int, EXERCISE_LINE.match(block[-1]).group(2, 3, 4))
+            total = [total[0] + count, total[1] + killed, total[2] + same]
+        parts.append("\n".join(line for block in kept for line in block) + "\n\n" + totals(
+            is_swaps, len(kept), total, "recorded in parts, the last: " + ", ".join(names)))
+    RECORD.write_text("What `python dev/exercise_mutants.py --record` printed: the "
+                      "single-token mutants,\nthen the name swaps (--swaps).\n\n"
+                      + "\n\n".join(parts) + "\n")
+    print(RECORD.read_text(), end="")
     return 0
 
 

@@ -17,7 +17,8 @@ Read in this order:
     chapter1.py,   the catalogue, in the README's reading order (catalogue.py gathers it)
     chapter2.py,
     chapter4.py,
-    chapter5.py
+    chapter5.py,
+    chapter6.py
     grader.py      a check run: a copy of tinyattn with the learner's functions in it, a check
                    process that imports it (child.py) and sends back raw numbers, judged here
     child.py       the check process: the learner's code run, each check's numbers sent
