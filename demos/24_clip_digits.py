@@ -115,7 +115,7 @@ def one_of_each_digit(labels, pool, random):
 TOWER = dict(embed_dim=32, num_heads=2, num_layers=2, hidden_dim=128)
 PROJECTION = 16
 LEARNING_RATE = 3e-3
-FULL = dict(steps=400, print_every=50)
+FULL = dict(steps=1500, print_every=100)
 QUICK = dict(steps=200, print_every=50)
 
 
