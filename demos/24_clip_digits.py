@@ -151,8 +151,9 @@ def train(model, loss_of, images, labels, pool, steps, print_every, label):
         optimizer.step()
         losses.append(loss.item())
         if step % print_every == 0 or step == 1:
-            print(f"  {label:<14} step {step:>4}/{steps}   loss {np.mean(losses[-print_every:]):.3f}"
-                  f"   {time.perf_counter() - start:5.1f} s", flush=True)
+            recent = np.mean(losses[-print_every:])            # the steps since the last line
+            print(f"  {label:<14} step {step:>4}/{steps}   loss {recent:.3f}   "
+                  f"{time.perf_counter() - start:5.1f} s", flush=True)
     return losses
 
 
@@ -200,8 +201,8 @@ def retrieval(model, images, labels, captions, groups, random):
         phrasings = random.integers(0, len(TRAINING_PHRASINGS), 10)
         ids = np.stack([captions[phrasing, digit] for digit, phrasing in enumerate(phrasings)])
         cosines = unit_features(model, images=images[batch]) @ unit_features(model, ids=ids).T
-        right_texts += int((cosines.argmax(axis=1) == np.arange(10)).sum())   # each picture's row
-        right_images += int((cosines.argmax(axis=0) == np.arange(10)).sum())  # each caption's column
+        right_texts += int((cosines.argmax(axis=1) == np.arange(10)).sum())   # a picture's row
+        right_images += int((cosines.argmax(axis=0) == np.arange(10)).sum())  # a caption's column
     return right_texts / (10 * groups), right_images / (10 * groups)
 
 
@@ -281,8 +282,8 @@ def print_results(numbers):
           f"{numbers['vit_seconds']:.0f} s)")
     demo_tools.print_table(
         ["on the held-out pictures", "right", "chance"],
-        [[f"CLIP, zero-shot by {numbers['unseen_prompt']!r} ...", f"{numbers['zero_shot_accuracy']:.1%}",
-          "10%"],
+        [[f"CLIP, zero-shot by {numbers['unseen_prompt']!r} ...",
+          f"{numbers['zero_shot_accuracy']:.1%}", "10%"],
          ["supervised ViT, its labels", f"{numbers['vit_accuracy']:.1%}", "10%"],
          ["CLIP retrieval, image -> text", f"{numbers['image_to_text']:.1%}", "10%"],
          ["CLIP retrieval, text -> image", f"{numbers['text_to_image']:.1%}", "10%"]],
@@ -317,8 +318,8 @@ PAGE_ENTRY = """\
 24. [`24_clip_digits.py`](../demos/24_clip_digits.py) — CLIP (chapter 6's `nn.CLIP`) trained
     contrastively on scikit-learn's 8 x 8 handwritten digits paired with captions in four
     phrasings ("a photo of the digit seven", "the number seven", "a handwritten 7", "seven"),
-    {steps} steps of ten pairs (one picture of each digit). Its loss falls from {first_loss:.2f}
-    to {last_loss:.2f}. On {held_out} held-out pictures, zero-shot by prompts in a phrasing never
+    {steps:,} steps of ten pairs (one picture of each digit). Its loss falls from {first_loss:.2f}
+    (ln 10, a guess) to {last_loss:.2f} (the mean of the last 20 steps). On {held_out} held-out pictures, zero-shot by prompts in a phrasing never
     seen in training ("{unseen_prompt}"), it names the digit of {zero_shot_accuracy:.1%} of them,
     where a supervised ViT of the vision tower's size, trained as long on the same pictures with
     their labels, gets {vit_accuracy:.1%} (chance 10%). Retrieval in held-out groups of ten pairs:
