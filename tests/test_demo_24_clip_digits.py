@@ -34,6 +34,8 @@ def test_zero_shot_by_an_unseen_phrasing_is_well_above_chance(run):
     numbers, printed, _ = run
     assert numbers["held_out"] == 397 and numbers["unseen_prompt"] == "a picture of a seven"
     assert numbers["zero_shot_accuracy"] > 0.4                             # chance 0.1; 56%
+    assert numbers["seen_phrasing_accuracy"] > 0.4                         # 58%
+    assert numbers["seen_prompt"] == "a photo of the digit seven"
     assert numbers["vit_accuracy"] > 0.4                                   # 66%
     assert "CLIP, zero-shot by 'a picture of a seven' ..." in printed
 
