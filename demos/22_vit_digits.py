@@ -33,9 +33,9 @@ The data is scikit-learn's, shipped inside the package (`sklearn.datasets.load_d
 downloaded: `pip install scikit-learn` (or this repository's `demos` extra). Without it the demo
 says so and stops.
 
-Not drawn: the attention view of tinyattn_tools (`python -m tinyattn_tools.views`) labels tokens
-by their text and cannot show a token as its patch of pixels yet, so the ViT's heads are shown
-here by their rollout only.
+Not drawn: the attention view (`python -m tinyattn view attention`) labels tokens by their text
+and cannot show a token as its patch of pixels yet, so the ViT's heads are shown here by their
+rollout only.
 """
 import math
 
