@@ -59,11 +59,10 @@ QUICK = {"steps": 40, "eval_every": 20, "print_every": 40}
 
 # %%
 def encoded_layer(encoding, length):
-    """x -> a (non-causal) TransformerBlock applied to x with the given encoding, float64."""
+    """x -> the language model's block (unmasked: not causal here) applied to x with the given
+    encoding, float64."""
     ta.manual_seed(SEED)
-    block = nn.TransformerBlock(EMBED_DIM, NUM_HEADS)
-    if encoding == "rope":
-        nn.Rotary(block.attn)                       # its queries and keys turned by position
+    block = nn.CausalBlock(EMBED_DIM, NUM_HEADS, rope=encoding == "rope")  # rope: q, k turned
     if encoding == "sinusoidal":
         table = F.sinusoidal_positions(length, EMBED_DIM)
         return lambda x: block(x + table)

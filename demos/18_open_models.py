@@ -129,8 +129,8 @@ def command_line(argv):
 
 
 # %% [markdown]
-# 1. The model and its tokenizer, and the switches its config turns on (the decoder's settings:
-# nn/open_decoder.py's DecoderSettings).
+# 1. The model and its tokenizer (Qwen3's page is nn/qwen3.py, SmolLM2's, a Llama, nn/llama.py),
+# and the settings its config gives (nn/open_decoder.py's DecoderSettings).
 
 # %%
 def switches(settings):

@@ -18,14 +18,14 @@ parameters, and the bytes its key/value cache keeps per token when it writes (`c
                  et al. 2023)
     5 QK-norm    each head's queries and keys RMS-normed before the rotation (Qwen3, Gemma 3)
 
-How they are built, from the library's public pieces. Models 3 to 5 are chapter 5's
-`nn.OpenDecoder` with `nn.DecoderSettings`: model 3 is Llama's switches with as many key/value
-heads as query heads, model 4 sets `num_kv_heads=2`, model 5 adds `qk_norm=True`, which makes
-it Qwen3's switches (`model_type="qwen3"`). GPT-2 is not a setting of that decoder (it always
+How they are built, from the library's public pieces. Models 3 to 5 are chapter 5's pages:
+model 3 is `nn.Llama` (tinyattn/nn/llama.py) with as many key/value heads as query heads, model
+4 sets `num_kv_heads=2`, model 5 is `nn.Qwen3` (tinyattn/nn/qwen3.py: Llama's attention with
+QK-norm, one override). GPT-2 is not a Llama (a Llama always
 turns its queries and keys by their positions, and its norms and feed-forward are chapter 5's),
 so models 0 to 2 are chapter 2's `nn.CausalTransformer` (demo 11's model), with chapter 5's
 layers put in the place of chapter 1's by `set_submodule`: `nn.RMSNorm` for every LayerNorm,
-then `nn.GatedFeedForward` for each block's feed-forward, and chapter 1's attention and a head
+then `nn.GatedFeedForward` for each block's feed-forward, and chapter 2's attention and a head
 built without biases. Model 2 is then model 3 with the sinusoidal table in place of the
 rotation, and nothing else: the tests check that model 3's weights, put in model 2 with the
 rotation attached to its attention's queries and keys, give model 3's logits.
@@ -120,8 +120,8 @@ def gated_hidden_dim(embed_dim):
 
 # %% [markdown]
 # The models. 0 to 2: chapter 2's CausalTransformer (demo 11's model), chapter 5's layers put in
-# the place of chapter 1's by `set_submodule`; 3 to 5: chapter 5's OpenDecoder, its settings the
-# change.
+# the place of chapter 1's by `set_submodule`; 3 to 5: chapter 5's Llama and Qwen3, its
+# settings, or its page, the change.
 
 # %%
 def gpt2(vocab_size, dtype, positional="sinusoidal"):
@@ -155,8 +155,8 @@ def swiglu(vocab_size, dtype, positional="sinusoidal"):
 
 
 def decoder_settings(vocab_size, num_kv_heads=NUM_HEADS, qk_norm=False):
-    """Models 3 to 5 as DecoderSettings: Llama's switches (its defaults) at this demo's sizes,
-    the rotary base RoFormer's; QK-norm makes them Qwen3's."""
+    """Models 3 to 5's DecoderSettings: Llama's (its defaults) at this demo's sizes, the rotary
+    base RoFormer's; with QK-norm, Qwen3's."""
     return nn.DecoderSettings(vocab_size, EMBED_DIM, gated_hidden_dim(EMBED_DIM), NUM_LAYERS,
                               NUM_HEADS, num_kv_heads, EMBED_DIM // NUM_HEADS, norm_eps=NORM_EPS,
                               rope_theta=10000.0, qk_norm=qk_norm,
@@ -164,18 +164,18 @@ def decoder_settings(vocab_size, num_kv_heads=NUM_HEADS, qk_norm=False):
 
 
 def rotary(vocab_size, dtype):
-    """Model 3: model 2 with rotary positions instead of the sinusoidal table."""
-    return nn.OpenDecoder(decoder_settings(vocab_size), dtype=dtype)
+    """Model 3: model 2 with rotary positions instead of the sinusoidal table: a Llama."""
+    return nn.Llama(decoder_settings(vocab_size), dtype=dtype)
 
 
 def grouped_query(vocab_size, dtype):
     """Model 4: model 3 with 2 key/value heads for its 4 query heads."""
-    return nn.OpenDecoder(decoder_settings(vocab_size, KV_HEADS), dtype=dtype)
+    return nn.Llama(decoder_settings(vocab_size, KV_HEADS), dtype=dtype)
 
 
 def qk_norm(vocab_size, dtype):
-    """Model 5: model 4 with its queries and keys RMS-normed per head: Qwen3's switches."""
-    return nn.OpenDecoder(decoder_settings(vocab_size, KV_HEADS, qk_norm=True), dtype=dtype)
+    """Model 5: model 4 with its queries and keys RMS-normed per head: a Qwen3."""
+    return nn.Qwen3(decoder_settings(vocab_size, KV_HEADS, qk_norm=True), dtype=dtype)
 
 
 LADDER = (("GPT-2", "GPT-2 (demo 11's model)", gpt2),
@@ -506,7 +506,7 @@ PAGE_ENTRY = """\
     each change buys.** Demo 11's tiny GPT (at width {embed_dim}) changed one step at a time
     towards Qwen3, each of the six models trained {steps} steps on the same batches at lr
     {learning_rate:g}, {seeds} seeds; models 0 to 2 are chapter 2's model with chapter 5's layers
-    set in, 3 to 5 `nn.OpenDecoder` with Llama's and then Qwen3's `DecoderSettings`.
+    set in, 3 to 5 chapter 5's `nn.Llama` and then `nn.Qwen3`.
 
     Held-out loss (nats per character, mean of the seeds), the change from the model before as a
     paired t-test reads it, and a training step's processor time against GPT-2's (the models

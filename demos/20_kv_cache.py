@@ -4,7 +4,7 @@ the bytes the cache keeps per token, and the time of a step of generation on a l
 
 What it shows: demo 11's tiny GPT (4 layers, 4 heads of 32, width 128, windows of 64 characters
 of Python's documentation, 12 a step, AdamW with demo 11's schedule) built as chapter 5's decoder
-(RMSNorm, SwiGLU, rotary positions: nn.OpenDecoder) with four kinds of attention:
+(RMSNorm, SwiGLU, rotary positions: nn.Llama, nn.DeepseekV3) with four kinds of attention:
 
     multi-head      4 key/value heads, one per query head (chapter 1)
     grouped-query   2 key/value heads, each shared by 2 query heads (Llama 3, Qwen, Mistral)
@@ -69,7 +69,7 @@ def settings_of(kind, vocab_size, intermediate_size=None):
 
 def parameter_count(settings):
     ta.manual_seed(SEED)
-    return sum(p.size for p in nn.OpenDecoder(settings, dtype=np.float32).parameters())
+    return sum(p.size for p in cache_table.model_of(settings, dtype=np.float32).parameters())
 
 
 def matched_settings(kind, vocab_size):
@@ -84,7 +84,7 @@ def matched_settings(kind, vocab_size):
 
 def build(settings, seed):
     ta.manual_seed(seed)
-    return nn.OpenDecoder(settings, dtype=np.float32)
+    return cache_table.model_of(settings, dtype=np.float32)
 
 
 # %% [markdown]

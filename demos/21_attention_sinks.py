@@ -61,8 +61,7 @@ CACHES = ("full", "window", "sinks", "recomputed")
 
 def trained_model(vocab_size, train_data, val_data, settings):
     ta.manual_seed(SEED)
-    model = nn.OpenDecoder(nn.DecoderSettings(vocab_size=vocab_size, **SETTINGS),
-                           dtype=np.float32)
+    model = nn.Llama(nn.DecoderSettings(vocab_size=vocab_size, **SETTINGS), dtype=np.float32)
     held_out = tiny_gpt.held_out_batches(train_data, val_data, settings["eval_batches"])
     history = tiny_gpt.train(model, train_data, held_out, settings)
     return model.eval(), history

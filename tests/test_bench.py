@@ -9,7 +9,7 @@ import pytest
 from tinyattn_tools import bench
 from tinyattn_tools.bench import (cache_table, generation, gpt2_generation, hooks,
                                   long_attention, multi_head, open_generation, overhead,
-                                  tokenizer_speed, training, vit_forward)
+                                  tokenizer_speed, training, vit_forward, whisper_generation)
 
 TINY_GPT = dict(vocab_size=11, embed_dim=8, num_heads=2, num_layers=2, max_len=6, batch=3,
                 context=5)
@@ -93,14 +93,18 @@ def test_the_generation_bench_prints_its_table(capsys):
 
 
 def test_the_command_line_names_parts_and_rounds(capsys):
-    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert bench.parse([]).parts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13]
     assert bench.parse(["3", "1"]).parts == [3, 1]
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["12"])
-    assert "the parts are 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, got 12" in capsys.readouterr().err
+    assert "no part '12': the parts are 1 to 11 (1 per-op cost, 2 attention," \
+        in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["abc"])
+    assert "no part 'abc': the parts are 1 to 11" in capsys.readouterr().err
 
 
 def test_the_training_step_lowers_the_loss_on_its_batch():
@@ -347,3 +351,38 @@ def test_the_vit_bench_checks_the_same_model_in_transformers_first(capsys):
             torch, vit_forward.transformers_model(other, folder))
         with pytest.raises(AssertionError, match="transformers computes other logits"):
             vit_forward.check_same_logits(vit_forward.tinyattn_forward(model), theirs, images)
+
+
+TINY_WHISPER = dict(vocab_size=40, num_mel_bins=8, d_model=16, encoder_layers=1, encoder_heads=2,
+                    encoder_ffn_dim=24, decoder_layers=1, decoder_heads=2, decoder_ffn_dim=24,
+                    max_source_positions=10, max_target_positions=40, pad_token_id=39,
+                    decoder_start_token_id=38)
+
+
+def test_the_whisper_bench_runs_alone_without_transformers(capsys):
+    figures = whisper_generation.bench_whisper(1, None, **TINY_WHISPER)
+    assert sorted(figures) == ["tinyattn", "tinyattn_encoder"]
+    assert figures["tinyattn"] > figures["tinyattn_encoder"] > 0
+    out = capsys.readouterr().out
+    assert "not installed: tinyattn is measured alone)" in out and "32 decoder steps" in out
+
+
+def test_the_whisper_bench_writes_32_tokens_as_transformers_does_first(capsys):
+    """Skipped, saying so, where PyTorch or transformers is not installed."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: part 13 measures "
+                                                "tinyattn alone")
+    pytest.importorskip("transformers", reason="transformers is not installed: part 13 measures "
+                                               "tinyattn alone")
+    figures = whisper_generation.bench_whisper(1, torch, **TINY_WHISPER)
+    assert figures["ratio"] > 0 and figures["transformers"] > figures["transformers_encoder"] > 0
+    assert "the same 32 tokens as transformers" in " ".join(capsys.readouterr().out.split())
+    model, other = (whisper_generation.whisper_model(seed, **TINY_WHISPER) for seed in (0, 1))
+    features = np.random.default_rng(0).standard_normal((1, 8, 20)).astype(np.float32)
+    prompt = np.array([[38]])
+    ours, _ = whisper_generation.tinyattn_runs(model, 32)
+    assert ours(features, prompt).shape == (1, 33)          # no end token: all 32 written
+    with tempfile.TemporaryDirectory() as folder:
+        theirs, _ = whisper_generation.transformers_runs(
+            torch, whisper_generation.transformers_model(other, folder), 32)
+        with pytest.raises(AssertionError, match="transformers writes other tokens"):
+            whisper_generation.check_same_tokens(ours, theirs, features, prompt)

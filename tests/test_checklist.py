@@ -46,3 +46,17 @@ def test_check_command_fails_on_a_wrong_gradient(monkeypatch, capsys):
     monkeypatch.setattr(check, "LAYER_CASES", [LayerCase("broken", gelu_with_a_wrong_gradient)])
     assert check.main(["-k", "broken"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_the_table_fits_100_columns_with_its_longest_names_wrapped(monkeypatch, capsys):
+    longest = max(check.OP_CASES + check.LAYER_CASES + check.FUSED_CASES,
+                  key=lambda case: len(case.name))
+    assert len(longest.name) > check.NAME_WIDTH                  # the wrapping is exercised
+    monkeypatch.setattr(check, "all_checks", lambda pattern: [
+        (longest.name, lambda: check.Result(longest.name, "(2,1,5,4) (1,3,5,4) (3,5,3) vs "
+                                            "composed", 235, 2e-16, 1.7e-14, True))])
+    assert check.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert " ".join(" ".join(line.split()) for line in lines[1:4]).startswith(
+        " ".join(longest.name.split()[:3]))

@@ -13,6 +13,14 @@ def test_help_lists_the_commands(capsys):
     assert "download gpt2|qwen3-0.6b|smollm2-135m [FOLDER]" in out
 
 
+def test_help_lists_every_part_of_the_bench(capsys):
+    from tinyattn_tools import bench
+    cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for number, (title, _) in bench.PARTS.items():
+        assert f"{number} {title}" in out
+
+
 def test_an_unknown_command_is_named(capsys):
     assert cli.main(["foo"]) == 2
     assert "unknown command 'foo'" in capsys.readouterr().err

@@ -22,9 +22,9 @@ def quick_run(tmp_path_factory):
 
 def small_model(layers=2):
     ta.manual_seed(0)
-    return nn.OpenDecoder(nn.DecoderSettings(vocab_size=9, hidden_size=16, intermediate_size=24,
-                                             num_layers=layers, num_heads=4, num_kv_heads=2,
-                                             head_dim=4))
+    return nn.Llama(nn.DecoderSettings(vocab_size=9, hidden_size=16, intermediate_size=24,
+                                       num_layers=layers, num_heads=4, num_kv_heads=2,
+                                       head_dim=4))
 
 
 def test_the_windows_hold_constant_memory_and_the_full_cache_grows(quick_run):

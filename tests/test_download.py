@@ -22,7 +22,7 @@ import pytest
 import tinyattn as ta
 from tinyattn import tokenizer
 from tinyattn_tools import cli, download, tokenizer_files
-from tinyattn_tools.bench import open_generation
+from tinyattn.nn import qwen3
 
 CONTENTS = {"config.json": b'{"n_layer": 12}\n', "model.safetensors": bytes(range(256)) * 40}
 
@@ -315,7 +315,7 @@ def test_qwen3s_config_is_the_benchs_byte_for_byte():
     """The hub lists Qwen3-0.6B's config.json by its Git blob id (the SHA-1 of "blob <size>\\0"
     and the bytes); the config the bench builds its shape from, written as transformers writes a
     config.json, has that id, so its SHA-256 is the file's."""
-    data = json.dumps(open_generation.QWEN3_0_6B_CONFIG, indent=2).encode("utf-8")
+    data = json.dumps(qwen3.QWEN3_0_6B_CONFIG, indent=2).encode("utf-8")
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
     assert blob == "f5c3703b78ae2a478ae15b247e9f855e0ce2107b"
     assert download.MODELS["qwen3-0.6b"].files["config.json"] == (

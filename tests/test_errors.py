@@ -1,5 +1,7 @@
 """Bad input gets a clear error at the call that received it, naming the op and the shapes, and
 leaves nothing behind in the graph."""
+import traceback
+
 import numpy as np
 import pytest
 
@@ -305,8 +307,10 @@ def t(*shape):
      r"^cross_entropy: targets: .*inhomogeneous"),
 ])
 def test_bad_input_is_named(call, error, message):
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as raised:
         call()
+    shown = "".join(traceback.format_exception(raised.value))    # as Python prints it
+    assert "The above exception" not in shown and "During handling" not in shown  # said once
 
 
 def test_a_cache_of_another_batch_is_named_at_the_model():

@@ -367,3 +367,20 @@ def test_flash_attentions_hints_give_the_code_that_passes():
     assert "P_ij = exp(S_ij - m_safe)" in flash.hints[1] and "np.exp(S_ij - m_safe)" in source
     assert "exp(m_old - m_safe)" in flash.hints[2] and "np.exp(m_i - m_safe)" in source
     assert any("m_new, not m_safe" in wrong.mistake for wrong in flash.wrong_versions)
+
+
+def test_the_learners_code_sees_the_learners_imports_not_the_modules(tmp_path):
+    """A method the learner adds to the unit's class, and a helper of the learner's own, read the
+    names of the learner's file: `np` used without importing it fails as it would anywhere (the
+    module imports numpy as np), and passes once the file imports it."""
+    exercise = BY_NAME["mul_div"]
+    helper = ("    def backward(self, grad):\n        a, b = self.saved\n        return (grad * b",
+              "    def twice(self, x):\n        return np.multiply(x, 1.0)\n\n"
+              "    def backward(self, grad):\n        a, b = self.saved\n"
+              "        return (self.twice(grad) * b")
+    text = apply_edits(cli.solution_file(exercise), [helper])
+    failed = [m for _, m in checked(exercise, text, tmp_path) if not m.passed]
+    assert failed and "NameError: name 'np' is not defined (mul_div.py, line" in failed[0].detail
+    imported = text.replace("from tinyattn.engine import Function",
+                            "import numpy as np\n\nfrom tinyattn.engine import Function")
+    assert passed(exercise, checked(exercise, imported, tmp_path))

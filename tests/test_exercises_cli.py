@@ -84,6 +84,15 @@ def test_exercises_with_an_action_does_what_exercise_does(tmp_path, capsys):
     assert code == 0 and out.startswith("Hint 1 of 3")
 
 
+@pytest.mark.parametrize("action", cli.ACTIONS)
+def test_each_action_has_its_own_help(action, capsys):
+    with pytest.raises(SystemExit):
+        tinyattn_cli.main(["exercise", action, "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m tinyattn exercise {action} [-h] [--dir DIR] NAME")
+    assert cli.ACTION_HELP[action] in " ".join(out.split())
+
+
 def test_solution_prints_the_file_and_nothing_else(capsys):
     code, out = run(capsys, "exercise", "solution", "flash_backward")
     assert code == 0 and out == cli.solution_file(BY_NAME["flash_backward"])
@@ -192,7 +201,7 @@ def test_on_python_3_10_the_learners_functions_are_named_from_their_source():
     """Without co_qualname, a function of the learner's is named from the learner's file: at its
     own line when it runs from there (the rest of the file), at the line the copy of the module
     maps to when it was spliced in."""
-    job = types.SimpleNamespace(file="/work/mul_div.py", module_file="/copy/elementwise.py",
+    job = types.SimpleNamespace(file="/learner/mul_div.py", module_file="/copy/elementwise.py",
                                 source=NESTED, lines={40: 7, 41: 8})
     from_the_file = types.SimpleNamespace(co_filename=job.file, co_firstlineno=11, co_name="method")
     spliced = types.SimpleNamespace(co_filename=job.module_file, co_firstlineno=41,

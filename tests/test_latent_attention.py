@@ -1,8 +1,9 @@
 """tinyattn/nn/latent_attention.py: the absorbed path (on a LatentCache) gives what expanding every
 head's keys and values gives, without building them; the cache holds the latents alone, of the
-size API.md says; DeepSeek's interleaved rotary is chapter 2's F.rope up to a permutation; a
-token at a time gives what the whole sequence gives; float32 stays float32; bad arguments are
-named. (Gradients: the checklist's rows, tinyattn_tools/checklist/latent_and_experts.py.)"""
+size cache.nbytes promises; DeepSeek's interleaved rotary is chapter 2's F.rope up to a
+permutation; a token at a time gives what the whole sequence gives; float32 stays float32; bad
+arguments are named. (Gradients: the checklist's rows,
+tinyattn_tools/checklist/latent_and_experts.py.)"""
 import numpy as np
 import pytest
 from references import arrays
@@ -78,7 +79,7 @@ def test_the_absorbed_path_is_the_expanded_one_without_expanded_keys(options):
 
 
 def test_the_cache_holds_the_latents_alone_and_nbytes_says_their_size():
-    """c_kv and the turned rotary key, side by side: B * S * (r + d_R) * itemsize (API.md)."""
+    """c_kv and the turned rotary key, side by side: B * S * (r + d_R) * itemsize (cache.nbytes)."""
     attention = latent_attention(dtype=np.float32)
     x = ta.tensor(arrays((2, 7, E))[0].astype(np.float32))
     with ta.no_grad():

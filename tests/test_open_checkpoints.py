@@ -40,7 +40,8 @@ def references():
 
 
 def tolerance(reference, dtype):
-    """API.md: float32 within 1e-4 * max(1, max |logit|); float64 within 1e-9 relative."""
+    """Chapter 5's parity: float32 within 1e-4 * max(1, max |logit|); float64 within 1e-9
+    relative."""
     return (1e-4 if dtype == "float32" else 1e-9) * max(1.0, np.abs(reference).max())
 
 
@@ -455,7 +456,7 @@ def test_chapter_4s_tools_and_the_cache_work_on_every_family(family, references)
     with ta.no_grad():
         model(ids, cache=kv_cache)
     settings = model.settings
-    if settings.latent is not None:           # API.md: layers * B * T * (r + d_R) * itemsize
+    if settings.latent is not None:           # cache.nbytes: layers * B * T * (r + d_R) * itemsize
         width = settings.latent.kv_lora_rank + settings.latent.qk_rope_head_dim
         assert [layer.latents.shape for layer in kv_cache.layers] == [(2, 12, width)] * 3
         assert kv_cache.nbytes == 3 * 2 * 12 * width * 4
@@ -553,8 +554,9 @@ def drop_weight(name):
 @pytest.mark.parametrize("family, change, error, message", [
     ("llama", lambda folder: (folder / "config.json").write_text(json.dumps(
         {**json.loads((folder / "config.json").read_text()), "model_type": "phi3"})), ValueError,
-     r"config.json's model_type 'phi3' is not one from_pretrained reads \(gpt2, llama, mistral, "
-     r"qwen2, qwen3, gemma3_text, qwen3_moe, deepseek_v3\)$"),
+     r"config.json's model_type 'phi3' is not one the book has \(gpt2, llama, mistral, "
+     r"qwen2, qwen3, gemma3_text, qwen3_moe, deepseek_v3, vit, clip, whisper, t5, bart, marian, or a "
+     r"diffusers DiTTransformer2DModel\)$"),
     ("llama", drop_weight("model.layers.1.self_attn.o_proj.bias"), ValueError,
      r"model.safetensors and config.json disagree: for this llama config, model.safetensors "
      r"lacks model.layers.1.self_attn.o_proj.bias$"),
@@ -589,8 +591,10 @@ def test_a_folder_that_disagrees_with_itself_is_named(family, change, error, mes
 
 
 def test_a_missing_folder_and_a_bad_dtype_are_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"^from_pretrained: there is no folder"):
-        nn.from_pretrained(tmp_path / "nothing")
+    missing = str(tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError, match=r"^from_pretrained: there is no folder") as raised:
+        nn.from_pretrained(missing)
+    assert str(raised.value).count(missing) == 1            # a path is named once
     with pytest.raises(TypeError, match=r"^from_pretrained: dtype must be a floating-point "
                                         r"type, got int64"):
         nn.from_pretrained(folder_of("llama"), dtype=np.int64)
@@ -636,7 +640,7 @@ def a_model_trained_here(settings):
     """A decoder built from `settings`, float32, after one step of training (DeepSeek's choice
     bias, frozen, stays)."""
     ta.manual_seed(3)
-    model = nn.OpenDecoder(settings, dtype=np.float32)
+    model = nn.open_checkpoints.MODELS[settings.model_type](settings, dtype=np.float32)
     ids = np.random.default_rng(0).integers(0, settings.vocab_size, (2, 9))
     optimizer = ta.optim.Adam(model.trainable_parameters(), lr=0.01)
     logits = model(ids[:, :-1])
@@ -694,7 +698,8 @@ def test_save_pretrained_refuses_what_the_familys_files_cannot_hold(family, chan
     model = nn.from_pretrained(folder_of(family))
     changes = changes(model.settings) if callable(changes) else changes
     model.settings = dataclasses.replace(model.settings, **changes)
-    with pytest.raises(ValueError, match=rf"^OpenDecoder.save_pretrained: a {family} checkpoint "
+    with pytest.raises(ValueError, match=rf"^{type(model).__name__}.save_pretrained: a {family} "
+                                         rf"checkpoint "
                                          rf"cannot hold this model's " + message):
         model.save_pretrained(tmp_path / "saved")
     assert not (tmp_path / "saved").exists()

@@ -1,6 +1,6 @@
-"""Chapter 5's decoder (tinyattn/nn/open_decoder.py), built from settings: its cache gives the
-logits of recomputing, a sliding layer keeps its window, the cache holds the key/value heads
-and `nbytes` is the formula (chapter 2's cache's too), generation with the cache equals
+"""Chapter 5's models (each family's page, on tinyattn/nn/open_decoder.py's base): the cache
+gives the logits of recomputing, a sliding layer keeps its window, the cache holds the key/value
+heads and `nbytes` is the formula (chapter 2's cache's too), generation with the cache equals
 generation without, and chapter 4's tools work on it: run_with_cache, hooks, LoRA, the views.
 (The checkpoints of each family: tests/test_open_checkpoints.py.)"""
 import dataclasses
@@ -17,17 +17,19 @@ from tinyattn_tools.checklist.chapter5 import SWITCHES, off_their_start
 V, E, B, T = 13, 16, 2, 11
 SIZES = dict(vocab_size=V, hidden_size=E, intermediate_size=24, num_layers=3, num_heads=4,
              num_kv_heads=2, head_dim=6)
-SETTINGS = {name.split("'")[0]: nn.DecoderSettings(**{**SIZES, **switches,
-                                                      "num_layers": 2 if "layer_types" in switches
-                                                      else 3})
-            for name, switches in SWITCHES.items()}
+MODEL_TYPES = {"Llama 3": "llama", "Qwen3": "qwen3", "Gemma 3": "gemma3_text"}
+SETTINGS = {family: nn.DecoderSettings(**{**SIZES, **switches, "model_type": MODEL_TYPES[family],
+                                          "num_layers": 2 if "layer_types" in switches else 3})
+            for family, switches in ((name.split("'")[0], switches)
+                                     for name, switches in SWITCHES.items())}
 MISTRAL = nn.DecoderSettings(**SIZES, sliding_window=4, layer_types=("sliding",) * 3,
                              model_type="mistral")
 
 
 def model_of(settings, dtype=np.float64, seed=0):
     ta.manual_seed(seed)
-    return off_their_start(nn.OpenDecoder(settings, dtype=dtype)).eval()
+    model_class = nn.open_checkpoints.MODELS[settings.model_type]       # Llama, Qwen3, ...
+    return off_their_start(model_class(settings, dtype=dtype)).eval()
 
 
 def some_ids(length=T, seed=0):
@@ -69,7 +71,8 @@ def test_the_cache_holds_the_key_value_heads_and_a_sliding_layer_its_window(name
         assert layer.keys.shape == layer.values.shape == (B, settings.num_kv_heads, tokens,
                                                           settings.head_dim)
         kept.append(tokens)
-    # API.md: 2 * layers * B * kv_heads * T * head_dim * itemsize, T the tokens each layer keeps
+    # cache.nbytes: 2 * layers * B * kv_heads * T * head_dim * itemsize, T the tokens each layer
+    # keeps
     assert cache.nbytes == sum(2 * B * settings.num_kv_heads * tokens * settings.head_dim * 4
                                for tokens in kept)
 
@@ -214,32 +217,32 @@ def test_the_attention_view_shows_every_layer_and_head():
                                          r"number, got -1.0"),
 ])
 def test_settings_the_decoder_cannot_run_are_named(changes, message):
-    with pytest.raises(ValueError, match=r"^OpenDecoder: " + message):
-        nn.OpenDecoder(dataclasses.replace(nn.DecoderSettings(**SIZES), **changes))
+    with pytest.raises(ValueError, match=r"^Llama: " + message):
+        nn.Llama(dataclasses.replace(nn.DecoderSettings(**SIZES), **changes))
 
 
 def test_a_cache_of_another_model_or_batch_is_named():
     model, other = model_of(MISTRAL), model_of(MISTRAL, seed=1)
-    with pytest.raises(TypeError, match=r"^OpenDecoder: cache must be a DecoderCache of this "
+    with pytest.raises(TypeError, match=r"^Mistral: cache must be a DecoderCache of this "
                                         r"model \(from model.empty_cache\(\)\), got "
                                         r"DecoderCache"):
         model(some_ids(), cache=other.empty_cache())
     cache = model.empty_cache()
     model(some_ids(), cache=cache)
-    with pytest.raises(ValueError, match=r"^OpenDecoder: the cache holds the keys of 2 "
+    with pytest.raises(ValueError, match=r"^Mistral: the cache holds the keys of 2 "
                                          r"sequences, but ids is a batch of 1"):
         model(some_ids()[:1], cache=cache)
 
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda model: model.generate(some_ids(), -1), ValueError,
-     r"^OpenDecoder.generate: max_new_tokens must be at least 0, got -1"),
+     r"^Mistral.generate: max_new_tokens must be at least 0, got -1"),
     (lambda model: model.generate(np.array([[0, V]]), 2), IndexError,
-     r"^OpenDecoder.generate: ids must lie in \[0, 13\) \(13 tokens\), got 13"),
+     r"^Mistral.generate: ids must lie in \[0, 13\) \(13 tokens\), got 13"),
     (lambda model: model(np.ones((2, 3))), TypeError,
-     r"^OpenDecoder: ids must be integers, got dtype float64"),
-    (lambda model: nn.OpenDecoder(dict(SIZES)), TypeError,
-     r"^OpenDecoder: settings must be a DecoderSettings, got dict"),
+     r"^Mistral: ids must be integers, got dtype float64"),
+    (lambda model: nn.Mistral(dict(SIZES)), TypeError,
+     r"^Mistral: settings must be a DecoderSettings, got dict"),
 ])
 def test_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
@@ -249,6 +252,6 @@ def test_bad_arguments_are_named(call, error, message):
 def test_logits_that_cannot_be_sampled_are_named_by_the_decoders_generate():
     model = model_of(MISTRAL)
     model.norm.weight.data[...] = np.nan
-    with pytest.raises(ValueError, match=r"^OpenDecoder.generate: step 0, row 0: the logits "
+    with pytest.raises(ValueError, match=r"^Mistral.generate: step 0, row 0: the logits "
                                          r"hold NaN"):
         model.generate(some_ids(), 2)

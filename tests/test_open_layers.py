@@ -1,5 +1,6 @@
 """Chapter 5's pieces (tinyattn/ops/rms_norm.py, silu.py, rotate_half.py; tinyattn/functional/
-norms_and_gates.py, rotate_half.py, grouped_query.py; tinyattn/nn/open_layers.py): what each
+norms_and_gates.py, rotate_half.py, grouped_query.py; tinyattn/nn/open_layers.py, and the
+attention of tinyattn/nn/llama.py and qwen3.py): what each
 docstring claims, beyond the checklist's gradient rows (tinyattn_tools/checklist/chapter5.py):
 the two rotary layouts differ by a permutation, Llama 3.1's bands, a shared key head's gradient
 is its group's sum, the sliding window is chapter 2's band, and bad arguments are named."""
@@ -14,7 +15,16 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from references import arrays, largest_saved_array
 from tinyattn.functional.grouped_query import visible_keys
+from tinyattn.nn.llama import LlamaAttention
+from tinyattn.nn.qwen3 import Qwen3Attention
 from tinyattn_tools.checklist.chapter5 import LLAMA3, repeated_heads_attention
+
+
+def attention_settings(embed_dim, num_heads, num_kv_heads, head_dim):
+    """DecoderSettings for an attention layer alone (the other sizes are the model's)."""
+    return nn.DecoderSettings(vocab_size=1, hidden_size=embed_dim, intermediate_size=1,
+                              num_layers=1, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                              head_dim=head_dim)
 
 
 def halves_interleaved(D):
@@ -202,7 +212,7 @@ def test_a_sliding_layer_is_chapter_2s_sliding_window_attention_where_it_fits():
     """Without a cache (as many keys as queries), the layer's attention equals
     F.sliding_window_attention (chapter 2, chunked) on the key heads repeated for their groups."""
     ta.manual_seed(0)
-    layer = nn.GroupedQueryAttention(12, 4, 2, head_dim=6, window=3)
+    layer = LlamaAttention(attention_settings(12, 4, 2, 6), window=3)
     x = ta.tensor(arrays((2, 9, 12))[0])
     _, cache = layer.run_with_cache(x)
     q, k, v = (ta.tensor(cache[name]) for name in ("q", "k", "v"))
@@ -215,7 +225,7 @@ def test_a_sliding_layer_is_chapter_2s_sliding_window_attention_where_it_fits():
 
 def test_qk_norm_normalises_each_heads_queries_and_keys_before_the_rotation():
     ta.manual_seed(0)
-    layer = nn.GroupedQueryAttention(8, 2, 1, head_dim=4, qk_norm=True)
+    layer = Qwen3Attention(attention_settings(8, 2, 1, 4))
     _, cache = layer.run_with_cache(ta.tensor(arrays((1, 5, 8))[0] * 30.0))
     for name in ("q", "k"):                    # a rotation keeps each pair's length, so the rms
         np.testing.assert_allclose(np.sqrt((cache[name] ** 2).mean(axis=-1)), 1.0, atol=1e-5)
@@ -245,11 +255,17 @@ def test_qk_norm_normalises_each_heads_queries_and_keys_before_the_rotation():
      r"^rope_rotate_half: frequencies must be 3 numbers"),
     (lambda: F.rms_norm(ta.tensor(np.ones((2, 3))), ta.tensor(np.ones(4))), ValueError,
      r"^rms_norm: x and weight disagree on N"),
-    (lambda: nn.GroupedQueryAttention(8, 4, 3), ValueError,
-     r"^GroupedQueryAttention: num_kv_heads 3 must divide num_heads 4"),
-    (lambda: nn.GroupedQueryAttention(12, 4, head_dim=5), ValueError,
-     r"^GroupedQueryAttention: the rotary positions turn pairs of features, so head_dim must be "
+    (lambda: LlamaAttention(attention_settings(8, 4, 3, 2)), ValueError,
+     r"^LlamaAttention: num_kv_heads 3 must divide num_heads 4"),
+    (lambda: Qwen3Attention(attention_settings(12, 4, 4, 5)), ValueError,
+     r"^Qwen3Attention: the rotary positions turn pairs of features, so head_dim must be "
      r"even; got 5"),
+    (lambda: LlamaAttention(attention_settings(8, 4, 2, 2), window=0), ValueError,
+     r"^LlamaAttention: window must be at least 1, got 0"),
+    (lambda: LlamaAttention(attention_settings(8, 4, 2, 2))(ta.tensor(np.ones((1, 3, 8))), -1),
+     ValueError, r"^LlamaAttention: start must be at least 0, got -1"),
+    (lambda: LlamaAttention(dict(hidden_size=8)), TypeError,
+     r"^LlamaAttention: settings must be a DecoderSettings, got dict"),
     (lambda: nn.GatedFeedForward(4, 8, activation="relu"), ValueError,
      r"^GatedFeedForward: activation must be one of 'silu', 'gelu_tanh', got 'relu'"),
     (lambda: nn.RMSNorm(4)(ta.tensor(np.ones((2, 5)))), ValueError,

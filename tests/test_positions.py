@@ -13,7 +13,6 @@ import tinyattn.functional as F
 import tinyattn.nn as nn
 from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn.nn.causal_transformer import POSITIONAL
-from tinyattn.nn.positions import rotary_of
 from tinyattn_tools.checklist.ops import np_attention
 
 
@@ -162,23 +161,57 @@ def test_attention_with_rope_rotates_every_heads_queries_and_keys():
 def test_a_cached_attention_step_is_the_uncached_one(rope):
     """Tokens fed through a cache in chunks (3, then 1, then 2) give the outputs and weights of
     the whole sequence at once: the cache puts the earlier keys and values first, rope's
-    positions continue from them, and the causal mask aligned at the end lets the new queries
-    see them."""
+    positions continue from them (start), and is_causal, like the causal mask aligned at the
+    end, lets the new queries see them."""
     mha = nn.MultiHeadAttention(8, 2, rope=rope)
     x = ta.tensor(arrays((2, 6, 8))[0])
     whole, whole_weights = mha(x, is_causal=True)
-    cache = nn.KVCache(mha)
-    for start, stop in [(0, 3), (3, 4), (4, 6)]:
-        with cache.attached():
-            out, weights = mha(x[:, start:stop], attn_mask=causal_mask(stop - start, stop,
-                                                                       offset=start))
-        assert len(cache) == stop and weights.shape == (2, 2, stop - start, stop)
-        np.testing.assert_allclose(out.data, whole.data[:, start:stop], rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(weights.data, whole_weights.data[:, :, start:stop, :stop],
+    for masked in (True, False):
+        cache = nn.LayerCache()
+        for start, stop in [(0, 3), (3, 4), (4, 6)]:
+            mask = causal_mask(stop - start, stop, offset=start) if masked else None
+            out, weights = mha(x[:, start:stop], attn_mask=mask, is_causal=not masked,
+                               start=start, cache=cache)
+            assert cache.keys.shape == (2, 2, stop, 4) and weights.shape == (2, 2, stop - start,
+                                                                             stop)
+            np.testing.assert_allclose(out.data, whole.data[:, start:stop], rtol=1e-12,
+                                       atol=1e-12)
+            np.testing.assert_allclose(weights.data, whole_weights.data[:, :, start:stop, :stop],
+                                       rtol=1e-12, atol=1e-12)
+    assert mha.hooked is None               # nothing attached: the cache is an argument
+
+
+def test_a_cached_attention_step_has_the_gradients_of_the_uncached_one():
+    """The new tokens' gradient flows into the cached keys and values too (they are tensors of
+    the same graph): a loss on the chunks' outputs gives x the gradient of the whole."""
+    mha = nn.MultiHeadAttention(8, 2, rope=True)
+    x, upstream = arrays((1, 5, 8), (1, 5, 8))
+    whole_input = ta.tensor(x, requires_grad=True)
+    (mha(whole_input, is_causal=True)[0] * ta.tensor(upstream)).sum().backward()
+    chunked_input, cache = ta.tensor(x, requires_grad=True), nn.LayerCache()
+    first, _ = mha(chunked_input[:, :3], is_causal=True, cache=cache)
+    second, _ = mha(chunked_input[:, 3:], is_causal=True, start=3, cache=cache)
+    ((first * ta.tensor(upstream[:, :3])).sum() + (second * ta.tensor(upstream[:, 3:])).sum()
+     ).backward()
+    np.testing.assert_allclose(chunked_input.grad, whole_input.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_rope_turns_queries_and_keys_by_start():
+    """start = p puts the tokens at positions p, p + 1, ...: with rope, the queries and keys the
+    hooks see are those of the same tokens at the end of a longer sequence; without, start
+    changes nothing."""
+    x = ta.tensor(arrays((1, 3, 8))[0])
+    for rope in (False, True):
+        mha, seen = nn.MultiHeadAttention(8, 2, rope=rope), {}
+        with mha.hooks({"q": lambda q: seen.setdefault("q", []).append(q.data)}):
+            mha(x, start=0)
+            mha(x, start=5)
+        at_zero, at_five = seen["q"]
+        unrotated = mha.q_proj(x).data.reshape(1, 3, 2, 4).transpose(0, 2, 1, 3)  # (B, H, T, D)
+        np.testing.assert_allclose(at_zero, rope_by_the_formula(unrotated) if rope else unrotated,
                                    rtol=1e-12, atol=1e-12)
-    assert mha.hooked == (None if not rope else {"q": [rotary_of(mha).rotated],
-                                                  "k": [rotary_of(mha).rotated]})
-    assert rotary_of(mha) is None or rotary_of(mha).start == 0    # the cache's, detached
+        expected = rope_by_the_formula(unrotated, offset=5) if rope else unrotated
+        np.testing.assert_allclose(at_five, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_the_causal_mask_after_a_cache_is_aligned_at_the_end():
@@ -219,7 +252,8 @@ def test_a_model_fed_through_its_cache_gives_the_logits_of_the_whole_sequence(po
     chunks = [model(ids[:, start:stop], cache=cache).data
               for start, stop in [(0, 4), (4, 5), (5, 7)]]
     np.testing.assert_allclose(np.concatenate(chunks, axis=1), whole, rtol=1e-12, atol=1e-12)
-    assert len(cache) == 7 and [keys.shape[2] for keys in cache.keys] == [7, 7]
+    assert len(cache) == 7 and [layer.keys.shape for layer in cache.layers] == [(3, 2, 7, 8)] * 2
+    assert cache.nbytes == 2 * 2 * 3 * 2 * 7 * 8 * 8        # 2 * layers * B * H * T * D * 8 bytes
 
 
 def test_each_positional_option_holds_what_it_needs():
@@ -227,8 +261,9 @@ def test_each_positional_option_holds_what_it_needs():
     assert names["learned"] - names["none"] == {"positions.weight"}
     assert all(names[p] == names["none"] for p in ("sinusoidal", "rope", "alibi"))
     assert small_model("learned").positions.weight.shape == (8, 16)
-    assert all(rotary_of(block.attn) for block in small_model("rope").blocks)
-    assert not any(rotary_of(block.attn) for block in small_model("alibi").blocks)
+    assert all(block.attn.rope for block in small_model("rope").blocks)
+    assert not any(block.attn.rope for p in POSITIONAL if p != "rope"
+                   for block in small_model(p).blocks)
 
 
 def test_alibi_adds_the_bias_to_every_layers_scores():
@@ -262,6 +297,13 @@ def test_absolute_positions_stop_at_max_len_and_relative_ones_do_not():
         assert small_model(positional)(long_ids).shape == (1, 12, 11)
 
 
+def filled_cache():
+    """A LayerCache of an attention (8 wide, 2 heads) that has seen 3 tokens of 2 sequences."""
+    cache = nn.LayerCache()
+    nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((2, 3, 8))), cache=cache)
+    return cache
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda: small_model("rope")(np.zeros((1, 2), int), cache=nn.KVCache(small_model("rope"))),
      TypeError, r"CausalTransformer: cache must be a KVCache of this model"),
@@ -271,6 +313,23 @@ def test_absolute_positions_stop_at_max_len_and_relative_ones_do_not():
      r"CausalTransformer: ids must lie in \[0, 11\)"),
     (lambda: nn.PositionalEncoding(4, max_len=6)(ta.tensor(np.ones((1, 3, 4))), offset=4),
      ValueError, r"PositionalEncoding: sequence length 7 exceeds max_len 6"),
+    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 3, 8))), cache={}), TypeError,
+     r"^MultiHeadAttention: cache must be an nn.LayerCache \(one layer's keys and values\) or "
+     r"None, got dict$"),
+    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 3, 8))), start=-1), ValueError,
+     r"^MultiHeadAttention: start must be at least 0, got -1$"),
+    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((1, 1, 8))), cache=filled_cache()),
+     ValueError, r"^MultiHeadAttention: the cache holds keys \(2, 2, 3, 4\) of float64, but the "
+                 r"new ones are \(B, H, T, D\) = \(1, 2, 1, 4\) of float64: a cache serves one "
+                 r"layer and one batch of sequences$"),
+    (lambda: nn.MultiHeadAttention(8, 2)(ta.tensor(np.ones((2, 1, 8))), cache=filled_cache(),
+                                         attn_mask=np.ones((1, 3), bool)),
+     ValueError, r"^MultiHeadAttention: attn_mask of shape \(1, 3\) does not broadcast to the "
+                 r"scores' shape \(2, 2, 1, 4\)"),
+    (lambda: nn.CausalBlock(8, 2)(ta.tensor(np.ones((1, 1, 8))), cache=filled_cache()),
+     ValueError, r"^CausalBlock: the cache holds keys \(2, 2, 3, 4\)"),
+    (lambda: nn.CausalBlock(8, 3), ValueError,
+     r"^CausalBlock: embed_dim 8 is not divisible by num_heads 3$"),
 ])
 def test_bad_input_to_the_layers_is_named(call, error, message):
     with pytest.raises(error, match=message):
@@ -293,8 +352,7 @@ def test_without_positions_a_layer_is_permutation_equivariant():
     permutation = np.random.default_rng(1).permutation(6)
     out, out_of_permuted = block(ta.tensor(x)).data, block(ta.tensor(x[:, permutation])).data
     assert np.abs(out_of_permuted - out[:, permutation]).max() < 1e-13
-    with_rope = nn.TransformerBlock(8, 2)
-    nn.Rotary(with_rope.attn)                       # rotary positions through its q, k hooks
+    with_rope = nn.CausalBlock(8, 2, rope=True)     # its attention rotates queries and keys
     out, out_of_permuted = (with_rope(ta.tensor(x)).data,
                             with_rope(ta.tensor(x[:, permutation])).data)
     assert np.abs(out_of_permuted - out[:, permutation]).max() > 1e-2

@@ -350,10 +350,9 @@ def test_from_pretrained_checks_its_dtype():
     (dict(positional="sinusoidal", tied_head=True), r"this one has sinusoidal positions \(not "
                                                     r"learned\)$"),
     (dict(positional="learned"), r"this one has an output head with a bias$"),
-    (dict(positional="rope", scale=0.5), r"this one has rope positions \(not learned\) and an "
-                                         r"output head with a bias and scale 0.5 \(not None or "
-                                         r"1.0\) and functions attached to the hook points of "
-                                         r"blocks.0.attn \(q, k\)$"),
+    (dict(positional="rope", scale=0.5), r"this one has rotary positions \(positional='rope'\) "
+                                         r"and an output head with a bias and scale 0.5 \(not "
+                                         r"None or 1.0\)$"),
 ])
 def test_save_pretrained_refuses_a_model_gpt2s_layout_cannot_hold(tmp_path, settings, message):
     model = nn.CausalTransformer(11, 8, 2, 1, max_len=6, **settings)
@@ -374,8 +373,11 @@ def gpt2_shaped_model(seed=3):
     (lambda model: nn.add_lora(model, 2), r"layers GPT-2 does not have: blocks.0.attn.q_proj "
                                           r"\(a LoRALinear\), .*merge_lora\(model\) folds LoRA "
                                           r"adapters .* save_lora saves the adapters alone"),
-    (lambda model: nn.Rotary(model.blocks[1].attn), r"functions attached to the hook points of "
-                                                    r"blocks.1.attn \(q, k\)"),
+    (lambda model: model.blocks[1].attn.attach("q", lambda q: q), r"functions attached to the "
+                                                                  r"hook points of blocks.1.attn "
+                                                                  r"\(q\)$"),
+    (lambda model: setattr(model.blocks[1].attn, "rope", True), r"rotary positions "
+                                                                r"\(positional='rope'\)$"),
     (lambda model: setattr(model.blocks[1].ln2, "eps", 1e-3), r"LayerNorms of different eps"),
     (lambda model: setattr(model.blocks[0].attn, "scale", 1.0), r"blocks of different scales"),
     (lambda model: setattr(model.ln.weight, "data", model.ln.weight.data.astype(np.float32)),

@@ -3,6 +3,7 @@ PAGE_ENTRY filled with the numbers recorded in docs/pictures/results.json and en
 time regenerate measured, so editing the page, a template or the numbers alone fails here; every
 picture the README and the docs pages show exists; no demo types a run time of its own; and every
 whole program the README shows runs. No demo runs here."""
+import code
 import importlib
 import json
 import re
@@ -121,3 +122,16 @@ def test_every_python_block_of_the_readme_runs(monkeypatch, capsys):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     assert "Attention is all you need" in capsys.readouterr().out
+
+
+def test_every_python_block_of_the_readme_can_be_pasted_into_the_repl(monkeypatch):
+    """Pasted into Python's prompt line by line, a blank line ends a block (a class whose methods
+    are set apart by blank lines is cut short): each block runs there too, with no error."""
+    monkeypatch.chdir(regenerate.ROOT)
+    for block in python_blocks((regenerate.ROOT / "README.md").read_text()):
+        errors = []
+        console = code.InteractiveConsole({"__name__": "readme"})
+        console.write = errors.append                     # where the prompt prints a traceback
+        for line in block.splitlines() + [""]:
+            console.push(line)
+        assert not errors, "".join(errors)

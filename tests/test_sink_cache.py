@@ -12,13 +12,14 @@ import tinyattn.nn as nn
 
 SETTINGS = nn.DecoderSettings(vocab_size=11, hidden_size=16, intermediate_size=20, num_layers=2,
                               num_heads=4, num_kv_heads=2, head_dim=4, qk_norm=True,
-                              rope_theta=100.0)
+                              rope_theta=100.0, model_type="qwen3")
 IDS = np.random.default_rng(0).integers(0, 11, (2, 20))
 
 
 def decoder(**changes):
     ta.manual_seed(0)
-    return nn.OpenDecoder(dataclasses.replace(SETTINGS, **changes))
+    settings = dataclasses.replace(SETTINGS, **changes)
+    return nn.open_checkpoints.MODELS[settings.model_type](settings)
 
 
 def one_at_a_time(model, cache, ids=IDS):
@@ -89,7 +90,8 @@ def test_generation_runs_on_it():
 
 
 @pytest.mark.parametrize("changes, error, message", [
-    (dict(latent=nn.LatentSettings(4, 2, 2, 4), head_dim=4, num_kv_heads=4), ValueError,
+    (dict(latent=nn.LatentSettings(4, 2, 2, 4), head_dim=4, num_kv_heads=4, qk_norm=False,
+          model_type="deepseek_v3"), ValueError,
      r"this model has latent attention$"),
     (dict(sliding_window=3, layer_types=("full", "sliding")), ValueError,
      r"this model has sliding layers$"),

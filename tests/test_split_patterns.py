@@ -90,3 +90,13 @@ def test_words_where_the_patterns_differ_from_gpt2s(text, llama, qwen):
     assert llama3_pre_tokenizer().findall(text) == llama
     assert qwen2_pre_tokenizer().findall(text) == qwen
     assert re.fullmatch("".join(llama), text)
+
+
+def test_none_of_matches_what_the_plain_class_matches_on_every_code_point():
+    """none_of's two classes (a speed trick) take the very characters [^\\r\\n{L}{N}] takes."""
+    L, N = tokenizer.unicode_ranges("L"), tokenizer.unicode_ranges("N")
+    plain = re.compile(rf"[^\r\n{L}{N}]")
+    fast = re.compile(split_patterns.none_of(r"\r\n", L, N))
+    text = "".join(map(chr, range(0x110000))).encode("utf-8", "surrogatepass").decode(
+        "utf-8", "surrogatepass")
+    assert [m.start() for m in fast.finditer(text)] == [m.start() for m in plain.finditer(text)]

@@ -371,3 +371,20 @@ def test_the_chapter_pages_code_runs():
     for block in blocks:
         exec(compile(block, str(page), "exec"), namespace)
     assert len(blocks) == 4 and namespace["prompt"].endswith("<|im_start|>assistant\n")
+
+
+def test_importing_chapter_5_changes_nothing_of_chapter_3():
+    """tokenizer.from_pretrained finds TokenizerJSON as a subclass of ByteLevelBPE: at its top
+    level tokenizer_json.py only imports, defines, and names constants (no call, so nothing of
+    chapter 3 is changed by importing it)."""
+    import ast
+    import tinyattn.tokenizer_json as chapter_5
+    tree = ast.parse(pathlib.Path(chapter_5.__file__).read_text())
+    for node in tree.body[1:]:
+        assert isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef,
+                                 ast.Assign)), ast.unparse(node)
+        if isinstance(node, ast.Assign):
+            assert all(isinstance(target, ast.Name) for target in node.targets)
+            assert not any(isinstance(inner, ast.Call) for inner in ast.walk(node.value))
+    assert not hasattr(tokenizer, "TOKENIZER_FILES")
+    assert tokenizer.subclasses(tokenizer.ByteLevelBPE)[-1:] == [TokenizerJSON]

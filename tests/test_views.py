@@ -474,6 +474,19 @@ def test_the_command_line_writes_each_view_and_prints_its_path(tmp_path, capsys)
     assert "no GPT-2 checkpoint in" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind, described", [
+    ("graph", ("--out PATH  where the page is written",)),
+    ("attention", ("FOLDER a GPT-2 checkpoint", "--text TEXT the text GPT-2 reads",
+                   "--out PATH where the page is written")),
+])
+def test_each_argument_of_a_view_is_described_in_its_help(kind, described, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([kind, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for words in described:
+        assert " ".join(words.split()) in out
+
+
 def test_without_a_browser_the_browser_tests_skip_or_fail_when_ci_requires_them(monkeypatch):
     import browser
     monkeypatch.setattr(browser.shutil, "which", lambda name: None)

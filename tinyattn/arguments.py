@@ -41,7 +41,7 @@ REAL_NUMBERS = (int, float, np.integer, np.floating)
 
 def door(check=None, **specs):
     """Check the arguments of the function below on a user's call: see the top of this file."""
-    def attach(function):
+    def guard(function):
         signature = inspect.signature(function)
         names = list(signature.parameters)
         unknown = set(specs) - set(names)
@@ -90,7 +90,7 @@ def door(check=None, **specs):
             finally:
                 switches.checking = True
         return guarded
-    return attach
+    return guard
 
 
 # ------------------------------------------------------------------------------------------------

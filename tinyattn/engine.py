@@ -95,7 +95,7 @@ class Function:
                 node.check(*arrays, **params)
             data = node.forward(*arrays, **params)
         except (IndexError, ValueError, TypeError) as error:   # bad input: NumPy's complaint,
-            raise named(error, cls.name) from error             # said by the op that received it
+            raise named(error, cls.name) from None      # said once, by the op that received it
         data = output_array(data, arrays)      # a 0-d result as an array, of the inputs' dtype
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name, out._node = data, None, None, None

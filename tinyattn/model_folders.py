@@ -16,12 +16,14 @@ def downloads():
 def model_folder(folder):
     """The folder of a model: `folder` itself if there is one by that name; else, for a bare name
     such as "gpt2", the folder `python -m tinyattn download gpt2` wrote (as transformers finds a
-    model in its cache by its name). A FileNotFoundError names both places."""
+    model in its cache by its name). A FileNotFoundError names the places looked in, each once."""
     folder = os.fspath(folder)
-    downloaded = os.path.join(downloads(), folder)
     if os.path.isdir(folder):
         return folder
-    if os.sep not in folder and os.path.isdir(downloaded):
+    if os.sep in folder:                  # a path, not a name: only that folder was looked for
+        raise FileNotFoundError(f"there is no folder {folder!r}")
+    downloaded = os.path.join(downloads(), folder)
+    if os.path.isdir(downloaded):
         return downloaded
     raise FileNotFoundError(f"there is no folder {folder!r}, nor a downloaded model of that name "
                             f"in {downloaded!r} (`python -m tinyattn download NAME` puts one "

@@ -77,9 +77,10 @@ def llama3_pre_tokenizer():
 def qwen2_pre_tokenizer():
     """QWEN2 for Python's `re`: Qwen2's (Qwen2.5's, Qwen3's) words, Llama 3's but for digits."""
     L, N, S = unicode_ranges("L"), unicode_ranges("N"), WHITESPACE
+    other = none_of(r"\r\n", L, N)       # [^\r\n{L}{N}], in a form `re` checks faster (below)
     return re.compile(
         rf"(?i:'s|'t|'re|'ve|'m|'ll|'d)"    # a contraction, in either case
-        rf"|[^\r\n{L}{N}]?[{L}]+"           # letters, after at most one other character
+        rf"|{other}?[{L}]+"                 # letters, after at most one other character
         rf"|[{N}]"                          # one digit
         rf"| ?[^{S}{L}{N}]+[\r\n]*"         # symbols, and the line breaks after them
         rf"|[{S}]*[\r\n]+"                  # whitespace that ends in line breaks
@@ -190,6 +191,39 @@ def deepseek_v3_pre_tokenizer():
             rf"|[{S}]*[\r\n]+"                             # whitespace that ends in line breaks
             rf"|[{S}]+(?![^{S}])"                           # whitespace, but the last space
             rf"|[{S}]+"))                                   # whitespace
+
+
+# ------------------------------------------------------------------------------------------------
+# Speed: one class written for `re`
+
+RANGE = re.compile(r"\\U([0-9a-f]{8})-\\U([0-9a-f]{8})")         # as unicode_ranges writes one
+
+
+def none_of(*insides):
+    r"""`[^...]` of the insides of character classes (`r"\r\n"`, unicode_ranges' ranges): a
+    character in none of them, written as two classes, one per part of Unicode.
+
+    Speed only: it matches what `[^\r\n{L}{N}]` matches. Python's `re` checks a character against
+    the part of a class below U+10000 in one step (a bitmap), but against each range above it in
+    turn: a character in no range of [\r\n{L}{N}] (a space) is checked against all ~300 of
+    letters' and numbers' astral ranges, about 2 microseconds. Qwen's letters alternative asks
+    that at the start of nearly every word, which made its pattern 1.4x as slow as GPT-2's
+    (` ?[{L}]+`: a space is one literal). Written as
+
+        (?:[^{the ranges below U+10000}\U00010000-\U0010ffff]|[^\x00-\uffff{the ranges above}])
+
+    a character below U+10000 is settled by the first class's bitmap and one range; only an
+    astral character reaches the second class's ranges.
+    """
+    inside = "".join(insides)
+    low, high = [RANGE.sub("", inside)], []                   # \r\n, and the like: low
+    for first, last in RANGE.findall(inside):
+        first, last = int(first, 16), int(last, 16)
+        if first <= 0xFFFF:
+            low.append(rf"\U{first:08x}-\U{min(last, 0xFFFF):08x}")
+        if last > 0xFFFF:
+            high.append(rf"\U{max(first, 0x10000):08x}-\U{last:08x}")
+    return rf"(?:[^{''.join(low)}\U00010000-\U0010ffff]|[^\x00-\uffff{''.join(high)}])"
 
 
 # {a pattern, or a tuple of patterns run in turn, as tokenizer.json writes it: its pre-tokenizer

@@ -270,6 +270,8 @@ class GPT2Tokenizer(ByteLevelBPE):
     line, first merged first (merges.txt, OpenAI's vocab.bpe), with GPT-2's pattern. The module
     docstring tells the steps; `encode` and `decode` are them."""
 
+    folder_files = ("vocab.json", "encoder.json")      # what `from_pretrained` finds it by
+
     def __init__(self, vocab_file, merges_file):
         vocabulary = read_vocabulary(os.fspath(vocab_file))
         special_tokens = {ENDOFTEXT: vocabulary[ENDOFTEXT]} if ENDOFTEXT in vocabulary else {}
@@ -313,20 +315,31 @@ class GPT2Tokenizer(ByteLevelBPE):
         return ids
 
 
-# How a model folder may hold its tokenizer, the preferred first: (a file that says so, the class
-# that reads the folder). Chapter 5 (tokenizer_json.py) puts tokenizer.json in front.
-TOKENIZER_FILES = [("vocab.json", GPT2Tokenizer), ("encoder.json", GPT2Tokenizer)]
-
-
 def from_pretrained(folder):
-    """The tokenizer of a model folder (or of a downloaded model's name, "gpt2"): by the first of
-    TOKENIZER_FILES that the folder holds."""
+    """The tokenizer of a model folder (or of a downloaded model's name, "gpt2"), read by the
+    first tokenizer class whose file the folder holds.
+
+    The classes are ByteLevelBPE's subclasses that name the file they read a folder by
+    (`folder_file`), the latest defined first: here GPT2Tokenizer (vocab.json, or encoder.json);
+    a later chapter's subclass, such as chapter 5's TokenizerJSON (tokenizer.json), is found the
+    same way and comes before it, so that a folder holding both files is read by its newer one.
+    Nothing is registered: defining the subclass is all a later chapter does."""
     folder = model_folder(folder)
-    for file_name, tokenizer_class in TOKENIZER_FILES:
+    readers = [(name, tokenizer_class) for tokenizer_class in reversed(subclasses(ByteLevelBPE))
+               for name in getattr(tokenizer_class, "folder_files", ())]
+    for file_name, tokenizer_class in readers:
         if os.path.isfile(os.path.join(folder, file_name)):
             return tokenizer_class.from_pretrained(folder)
     raise FileNotFoundError(f"from_pretrained: the folder {folder!r} holds no tokenizer: none of "
-                            f"{', '.join(name for name, _ in TOKENIZER_FILES)}")
+                            f"{', '.join(name for name, _ in readers)}")
+
+
+def subclasses(cls):
+    """Every subclass of `cls`, its subclasses' too, in the order they were defined."""
+    found = []
+    for subclass in cls.__subclasses__():
+        found += [subclass] + subclasses(subclass)
+    return list(dict.fromkeys(found))              # a class of two bases, once
 
 
 def read_vocabulary(path):

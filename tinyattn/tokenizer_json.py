@@ -40,8 +40,10 @@ A model folder also holds tokenizer_config.json: the names of its special tokens
 eos_token, ...) and its chat template (or chat_template.jinja beside it), which
 `apply_chat_template` renders (chat_template.py).
 
-`tinyattn.tokenizer.from_pretrained(folder)` reads tokenizer.json when the folder has one: this
-file puts it first in `tokenizer.TOKENIZER_FILES` (the index, tinyattn/__init__.py, imports it).
+`tinyattn.tokenizer.from_pretrained(folder)` reads tokenizer.json when the folder has one: it
+asks ByteLevelBPE's subclasses for the file each reads a folder by (`folder_files`), the latest
+defined first, and TokenizerJSON, defined here, is one (the index, tinyattn/__init__.py, imports
+this file). Nothing of chapter 3 is changed by importing it.
 """
 import json
 import os
@@ -70,6 +72,8 @@ SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_
 class TokenizerJSON(ByteLevelBPE):
     """The byte-level BPE of a tokenizer.json (the module docstring tells its parts), with the
     chat template and the special tokens' names of its folder when they are given."""
+
+    folder_files = ("tokenizer.json",)         # tokenizer.from_pretrained finds it by this
 
     def __init__(self, tokenizer_file, chat_template=None, special_tokens_map=None):
         path = os.fspath(tokenizer_file)
@@ -266,6 +270,3 @@ def described(part):
     inner = f" [{', '.join(map(described, steps))}]" if steps else ""
     pattern = (part.get("pattern") or {}).get("Regex")
     return f"{part.get('type')}{inner}" + (f' "{pattern}"' if pattern else "")
-
-
-tokenizer.TOKENIZER_FILES.insert(0, ("tokenizer.json", TokenizerJSON))

@@ -4,17 +4,14 @@ tinyattn exercises` and `exercise ...` (learning by rewriting the code), `python
 ...` (offline pages)."""
 import os
 import sys
+import textwrap
 
 USAGE = """usage: python -m tinyattn COMMAND [options]
 
 commands:
   check   run the gradient checks of every op and layer and print a table
   bench   ratios measured in one run, against hand-written NumPy and PyTorch (if installed):
-          1 per-op cost, 2 attention, 3 a training step, 4 attention at long lengths,
-          5 generation with and without the cache, 6 generation on GPT-2 small's shape,
-          7 a training step with and without chapter 4's hooks, 8 tokenizers on 1 MB of text,
-          9 generation on Qwen3-0.6B's shape and the memory-bandwidth bound; `bench 3 5` runs
-          only those
+{bench_parts}
   download gpt2|qwen3-0.6b|smollm2-135m [FOLDER]
           a model's weights and tokenizer from the Hugging Face hub, each file checked
           (default folder: ~/.cache/tinyattn/NAME)
@@ -28,9 +25,17 @@ commands:
 """
 
 
+def usage():
+    """USAGE with the bench's parts as the bench itself names them."""
+    from tinyattn_tools import bench
+    parts = textwrap.fill(bench.parts_listed() + "; `bench 3 5` runs only those", 100,
+                          initial_indent=" " * 10, subsequent_indent=" " * 10)
+    return USAGE.format(bench_parts=parts)
+
+
 def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(usage())
         return 0
     command, options = argv[0], argv[1:]
     if command == "check":
@@ -52,7 +57,7 @@ def main(argv):
     if command == "download":
         from tinyattn_tools import download
         return download.main(options)
-    print(f"python -m tinyattn: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    print(f"python -m tinyattn: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
     return 2
 
 

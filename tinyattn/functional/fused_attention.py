@@ -34,9 +34,11 @@ def flash_attention(query, key, value, is_causal=False, scale=None, block_size=6
 
     Queries and keys are taken `block_size` at a time: no array of scores is larger than
     (..., block_size, block_size), and what is kept for backward besides the inputs and the output
-    is one number per query. See `tinyattn.ops.flash_attention.FlashAttention` for the algorithm, for the choice of
-    the block size, and for where its cost is measured. It is `block_sparse_attention` with every
-    pair of blocks visible.
+    is one number per query. The algorithm is `tinyattn.ops.flash_attention.FlashAttention`'s
+    docstring; the choice of the block size and the cost, docs/flash_attention.md. It is
+    `block_sparse_attention` with every pair of blocks visible. Its causal mask is aligned at the
+    top left (key j seen by query i when j <= i), as SDPA's: not the bottom-right alignment a
+    cached decoding step needs.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     every_pair = np.ones(block_counts(query.shape[-2], key.shape[-2], block_size), bool)  # (Lb, Sb)
@@ -67,8 +69,9 @@ def block_sparse_attention(query, key, value, layout, block_size=64, is_causal=F
     batch: a layout per head, say. `is_causal` keeps key j <= i as well; `scale` defaults to
     1 / sqrt(E). The layouts of the patterns of the Sparse Transformer and Longformer are in
     `sparse_patterns` (`local_layout`, `strided_layout`, `sparse_transformer_layout`,
-    `global_layout`); layouts combine with | and &. See `tinyattn.ops.flash_attention.FlashAttention` for the
-    algorithm: `flash_attention` is this function with every pair visible.
+    `global_layout`); layouts combine with | and &. The algorithm is
+    `tinyattn.ops.flash_attention.FlashAttention`'s: `flash_attention` is this function with every
+    pair visible.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     return FlashAttention.apply(query, key, value, scale=scale, is_causal=is_causal,

@@ -10,6 +10,10 @@
             Multi-Query Transformer Models from Multi-Head Checkpoints"): Llama 3 (8 groups),
             Mistral, Qwen, Gemma 3 (the 1B model: K = 1)
 
+Here a group's queries are stacked on its key/value head where most codebases repeat the head G
+times (transformers' `repeat_kv`); the two are equal: both compute the same products, arranged
+otherwise.
+
 Why: generating text, a model keeps every past token's keys and values (the KV cache), 2 K D
 numbers per token per layer; reading them back is what each new token's step waits on. With K
 heads instead of H the cache is H / K times smaller (Llama 3 8B: 32 query heads, 8 key/value

@@ -59,18 +59,18 @@ def rope_frequencies(dim, base=10000.0, scaling=None):
     "original_max_position_embeddings": L}."""
     theta = frequencies(dim, base)                                   # (dim/2,) base^(-2i/dim)
     kind = "default" if scaling is None else scaling["rope_type"]
-    if kind == "linear":
+    if kind == "default":                                            # the plain case
+        return theta
+    if kind == "linear":                                             # Position Interpolation
         return theta / scaling["factor"]
-    if kind == "llama3":
-        factor, low, high = (scaling[key] for key in ("factor", "low_freq_factor",
-                                                      "high_freq_factor"))
-        length = scaling["original_max_position_embeddings"]
-        wavelength = 2 * math.pi / theta                             # (dim/2,) positions per turn
-        blend = (length / wavelength - low) / (high - low)           # (dim/2,) 0 ... 1 in the band
-        blended = (1 - blend) * theta / factor + blend * theta
-        return np.where(wavelength < length / high, theta,
-                        np.where(wavelength > length / low, theta / factor, blended))
-    return theta
+    factor, low, high = (scaling[key] for key in ("factor", "low_freq_factor",
+                                                  "high_freq_factor"))   # llama3: three bands
+    length = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / theta                                 # (dim/2,) positions per turn
+    blend = (length / wavelength - low) / (high - low)               # (dim/2,) 0 ... 1 in the band
+    blended = (1 - blend) * theta / factor + blend * theta
+    return np.where(wavelength < length / high, theta,
+                    np.where(wavelength > length / low, theta / factor, blended))
 
 
 @door(checks.pairs_and_frequencies_fit, x="(..., T, D)", offset=at_least(0), base=between(1))

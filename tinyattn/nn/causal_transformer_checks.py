@@ -1,15 +1,34 @@
-"""Chapter 2. What makes an argument of the language model (nn/causal_transformer.py) and of
-`generate` (nn/generation.py) bad: each door names its rule."""
+"""Chapter 2. What makes an argument of the language model and its block
+(nn/causal_transformer.py) and of `generate` (nn/generation.py) bad: each door names its rule."""
 import numpy as np
 
 from tinyattn import arguments
+from tinyattn.arguments import at_least, between, floating_dtype, number, one_of, optional
 from tinyattn.arrays import data_of
-from tinyattn.nn.positions_checks import heads_fit_rope
+from tinyattn.nn.positions_checks import heads_fit_rope, inputs_and_cache_fit
+
+POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")     # CausalTransformer's choices
+
+# What each argument of CausalBlock and CausalTransformer must be, for their doors
+BLOCK_ARGUMENTS = dict(embed_dim=at_least(1), num_heads=at_least(1),
+                       hidden_dim=optional(at_least(1)), dropout=between(0, 1),
+                       scale=optional(number), dtype=floating_dtype, layer_norm_eps=between(0),
+                       rope=bool)
+MODEL_ARGUMENTS = dict(vocab_size=at_least(1), embed_dim=at_least(1), num_heads=at_least(1),
+                       num_layers=at_least(1), max_len=at_least(1), dropout=between(0, 1),
+                       scale=optional(number), dtype=floating_dtype,
+                       positional=one_of(*POSITIONAL), hidden_dim=optional(at_least(1)),
+                       layer_norm_eps=between(0), tied_head=bool)
 
 
 def heads_fit_positions(embed_dim, num_heads=1, positional="sinusoidal", **_):
     """num_heads divides embed_dim, into an even head_dim with rotary positions."""
     heads_fit_rope(embed_dim, num_heads, rope=positional == "rope")
+
+
+def block_input_and_cache_fit(self, x, attn_mask=None, cache=None, **_):
+    """CausalBlock: its attention's rule (nn/positions_checks.py) for its self-attention on x."""
+    inputs_and_cache_fit(self.attn, x, attn_mask=attn_mask, cache=cache)
 
 
 def token_ids(model, ids):

@@ -77,8 +77,6 @@ def key_value_and_mask_fit(self, query, key=None, value=None, attn_mask=None, is
            key=(key, "(B, S, embed_dim)"), value=(key if value is None else value,
                                                   "(B, S, embed_dim)"))
     (B, L, _), S = query.shape, key.shape[1]
-    if attn_mask is not None and self.hooked and "k" in self.hooked:   # a function attached to
-        S = numeric_array(data_of(attn_mask), "attn_mask").shape[-1]    # the keys may add some
     attention_mask(attn_mask, (B, self.num_heads, L, S), query.dtype)
 
 

@@ -8,21 +8,17 @@ once computed: each step can compute the new token's alone, and take the others 
 step then costs one token's projections and one query against the S keys of the prefix, instead
 of a forward pass over all S tokens.
 
-The cache works through the extension point of chapter 1's layers (`Module.hook`): while a
-forward pass runs with it (`model(ids, cache=cache)`), it is attached to every attention layer's
-keys "k" and values "v", (B, H, T, D): it puts the keys and values it holds before the new ones,
-and keeps them all for the next step. The model gives the new tokens the positions after the
-cached ones, and its causal mask lets them see every cached key. With rotary positions
-(nn/positions.py), keys are cached rotated, and the cache tells each layer's Rotary where the new
-tokens' positions start.
+The cache is passed down the forward (nn/kv_cache.py): `model(ids, cache=cache)` gives the new
+tokens the positions after the cached ones, lets its causal mask show them every cached key, and
+hands each block its layer's LayerCache, which the attention (nn/positions.py) extends with the
+new keys and values, (B, H, T, D), after the cached ones. With rotary positions the keys are
+cached rotated, each by its own position.
 
-What a function chapter 4's `hooks` attaches to "k" or "v" sees during generation: it was attached
-before the cache's (which is attached for each step), so it gets the keys (values) of the new
-tokens alone, (B, H, T, D): the whole prompt at the first step, then one token per step, as
+What a function chapter 4's `hooks` attaches to "k" or "v" sees during generation: the hook
+comes before the cache puts its keys in front, so it gets the keys (values) of the new tokens
+alone, (B, H, T, D): the whole prompt at the first step, then one token per step, as
 TransformerLens's hook_k does with its cache. What it returns is what the cache keeps.
 """
-import contextlib
-
 import numpy as np
 
 from tinyattn import rng
@@ -31,65 +27,7 @@ from tinyattn.engine import no_grad
 from tinyattn.nn import causal_transformer_checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.module import extends
-from tinyattn.nn.multi_head_attention import MultiHeadAttention
-from tinyattn.nn.positions import rotary_of
-from tinyattn.ops import concatenate
 from tinyattn.arrays import data_of
-
-
-class KVCache:
-    """The keys and values every attention layer of `model` (any Module: a language model, a
-    block, one MultiHeadAttention) has computed so far, (B, H, S, D) each, for the S tokens seen;
-    empty at first. For a CausalTransformer, make it with `model.empty_cache()` and pass it to
-    every call on the same sequences: the first call may hold the whole prompt, the next ones
-    each new token."""
-
-    def __init__(self, model):
-        self.model = model
-        self.layers = [layer for layer in model.modules()
-                       if isinstance(layer, MultiHeadAttention)]
-        self.keys = [None] * len(self.layers)          # per layer: (B, H, S, D), once filled
-        self.values = [None] * len(self.layers)
-
-    def __len__(self):
-        """How many positions are cached."""
-        return 0 if self.keys[0] is None else self.keys[0].shape[2]
-
-    @property
-    def batch_size(self):
-        return None if self.keys[0] is None else self.keys[0].shape[0]
-
-    @contextlib.contextmanager
-    def attached(self):
-        """For a `with` block: every attention layer's new keys and values come out of the cache
-        with the cached ones before them (and are cached too)."""
-        detachers, rotaries = [], [rotary_of(layer) for layer in self.layers]
-        for i, layer in enumerate(self.layers):
-            detachers.append(layer.attach("k", lambda k, i=i: self.extended(self.keys, i, k)))
-            detachers.append(layer.attach("v", lambda v, i=i: self.extended(self.values, i, v)))
-        for rotary in filter(None, rotaries):       # the new tokens come after the cached ones
-            rotary.start = len(self)
-        try:
-            yield self
-        finally:
-            for detach in detachers:
-                detach()
-            for rotary in filter(None, rotaries):
-                rotary.start = 0
-
-    @staticmethod
-    def extended(cached, i, new):
-        """Layer i's cached keys (or values) followed by the `new` ones (B, H, T, D); kept."""
-        if cached[i] is not None:
-            new = concatenate([cached[i], new], axis=2)            # (B, H, S + T, D)
-        cached[i] = new
-        return new
-
-
-@extends(CausalTransformer)
-def empty_cache(self):
-    """A KVCache for this model, empty, for `forward(ids, cache=...)`."""
-    return KVCache(self)
 
 
 @extends(CausalTransformer)

@@ -182,7 +182,7 @@ def replacing(model, name, function):
             named = hooks_checks.named_for(name, error)
             if named is error:
                 raise
-            raise named from error
+            raise named from None           # said once, naming the activation
         finally:
             x.data.flags.writeable = writeable
         if result is None:                                  # it read the activation

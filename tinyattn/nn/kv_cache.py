@@ -1,10 +1,15 @@
-"""Chapter 2. One attention layer's key/value cache: the keys and values of the tokens seen so far,
-which the next tokens' queries attend to after their own.
+"""Chapter 2. The key/value cache: the keys and values of the tokens seen so far, which the next
+tokens' queries attend to after their own. `LayerCache` is one attention layer's, `KVCache` a
+language model's: one LayerCache per attention layer, and how many positions it has seen.
 
 With causal attention a token's key and value depend only on the tokens up to it, so once computed
 they never change: a step of generation computes the new tokens' keys and values alone and puts the
 cached ones in front (`extended`). A layer that sees only a window of recent keys (a sliding layer)
 keeps only that window.
+
+The cache is passed down, not attached: `CausalTransformer.forward(ids, cache=...)` gives each
+block its layer's LayerCache and the position `start` of its first new token, and the attention
+(nn/positions.py, step 4 of its forward) puts the cached keys and values before the new ones.
 """
 from tinyattn.ops import concatenate
 
@@ -40,3 +45,35 @@ class LayerCache:
     @property
     def nbytes(self):
         return 0 if self.keys is None else self.keys.data.nbytes + self.values.data.nbytes
+
+
+class KVCache:
+    """The keys and values every attention layer of `model` (a CausalTransformer, or one of
+    chapter 5's language models) has computed so far: one LayerCache per block, in `layers`,
+    (B, H, S, D) each for the S positions seen, `len(cache)`. Make it with `model.empty_cache()`
+    and pass it to every call on the same sequences: the first call may hold the whole prompt, the
+    next ones each new token; the model's forward adds the tokens of each call to `length`."""
+
+    def __init__(self, model):
+        self.model = model
+        self.layers = [self.layer_cache(block) for block in model.blocks]
+        self.length = 0
+
+    def layer_cache(self, block):
+        """The empty cache of one block's attention: here every token's keys and values (chapter
+        5's decoders keep a window on a sliding layer, a latent on a latent layer)."""
+        return LayerCache()
+
+    def __len__(self):
+        """How many positions are cached."""
+        return self.length
+
+    @property
+    def batch_size(self):
+        return self.layers[0].batch_size
+
+    @property
+    def nbytes(self):
+        """The bytes of the keys and values it holds, summed over the layers: 2 * layers * B * H *
+        T * D * itemsize here (keys and values, every layer, all the T tokens seen)."""
+        return sum(layer.nbytes for layer in self.layers)

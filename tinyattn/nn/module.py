@@ -8,8 +8,9 @@ loading and drawing.
 Later chapters add to the layers of this one in two ways: `extends(cls)` (tinyattn/extends.py)
 adds a method to a class (chapter 2 gives the language model `generate`, chapter 3
 gives every Module `save` and `load`), and `Module.hook(name, x)`, a line in a forward pass, is a
-place where a function can read or replace an activation (chapter 2's key/value cache, chapter
-4's hooks). Chapter 1 reads as if neither existed: without functions attached, `hook` returns x.
+place where a function can read or replace an activation (chapter 4's hooks, which observe and
+edit a model; what a model computes, its positions and its cache, is in its forward). Chapter 1
+reads as if neither existed: without functions attached, `hook` returns x.
 """
 from tinyattn import rng
 from tinyattn.arguments import door, floating_dtype
@@ -173,7 +174,7 @@ class Module:
 
     # ---------------------------------------------------------------- activations, by name
     # A forward pass writes `x = self.hook("resid_post", x)` where it has an activation worth a
-    # name; `activations` lists a layer's names. (The extension point of chapters 2 and 4.)
+    # name; `activations` lists a layer's names. (The extension point of chapter 4.)
     activations = ()
     hooked = None           # {name: [function]} of the functions attached to this layer
 

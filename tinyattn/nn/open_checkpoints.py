@@ -5,9 +5,14 @@ A folder in Hugging Face's layout holds config.json and model.safetensors (or sh
 index, read as chapter 3 reads them). config.json's `model_type` names the family:
 
     gpt2                             chapter 3's CausalTransformer.from_pretrained
-    llama, mistral, qwen2, qwen3,    the OpenDecoder (nn/open_decoder.py), its DecoderSettings
-    gemma3_text, qwen3_moe,          read from config.json as transformers reads it
-    deepseek_v3
+    llama, mistral, qwen2            Llama, Mistral, Qwen2 (nn/llama.py)
+    qwen3                            Qwen3 (nn/qwen3.py)
+    gemma3_text                      Gemma3 (nn/gemma3.py)
+    qwen3_moe                        Qwen3Moe (nn/qwen3_moe.py)
+    deepseek_v3                      DeepseekV3 (nn/deepseek_v3.py)
+
+each built from the DecoderSettings (nn/open_decoder.py) read from config.json as transformers
+reads it (MODELS is that table).
 
 Two things make reading a config more than copying numbers:
 
@@ -54,14 +59,22 @@ from tinyattn.nn import open_checkpoints_checks as checks
 from tinyattn.nn.causal_transformer import CausalTransformer
 from tinyattn.nn.families import (ACTIVATIONS, ARCHITECTURES, DEFAULTS, FAMILIES, FIXED,
                                   LAYER_TYPES, ROUTERS, SIZES, THEIR_ACTIVATION, THETA)
+from tinyattn.nn.deepseek_v3 import DeepseekV3
+from tinyattn.nn.gemma3 import Gemma3
 from tinyattn.nn.latent_attention import LatentSettings
+from tinyattn.nn.llama import Llama, Mistral, Qwen2
 from tinyattn.nn.module import extends
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
 from tinyattn.nn.open_decoder_checks import settings_fit
 from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.qwen3 import Qwen3
+from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import ExpertSettings
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
+# model_type -> the model on its family's page
+MODELS = {"llama": Llama, "mistral": Mistral, "qwen2": Qwen2, "qwen3": Qwen3,
+          "gemma3_text": Gemma3, "qwen3_moe": Qwen3Moe, "deepseek_v3": DeepseekV3}
 KEPT = ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings")
 
 # tinyattn's name (N: the block)    the checkpoint's name (transformers' ...ForCausalLM)
@@ -340,10 +353,10 @@ def from_pretrained(folder, dtype=np.float32):
     """The model of a folder in Hugging Face's layout (config.json and model.safetensors, or the
     shards a model.safetensors.index.json lists), or of a name `python -m tinyattn download`
     fetched, in eval mode, its parameters of `dtype`: chapter 3's CausalTransformer for a GPT-2
-    folder, the OpenDecoder for llama, mistral, qwen2, qwen3, gemma3_text, qwen3_moe and
-    deepseek_v3 (see the top of this file). Its logits are transformers' AutoModelForCausalLM's
-    on the same ids. A folder that is not such a folder (a file missing, a config asking for
-    what the model does not compute, weights that disagree with the config) is a
+    folder, the family's model for llama, mistral, qwen2, qwen3, gemma3_text, qwen3_moe and
+    deepseek_v3 (MODELS; see the top of this file). Its logits are transformers'
+    AutoModelForCausalLM's on the same ids. A folder that is not such a folder (a file missing, a
+    config asking for what the model does not compute, weights that disagree with the config) is a
     FileNotFoundError or ValueError naming the folder and what is wrong."""
     try:
         folder = model_folders.model_folder(folder)
@@ -353,7 +366,8 @@ def from_pretrained(folder, dtype=np.float32):
     if config["model_type"] == "gpt2":
         return CausalTransformer.from_pretrained(folder, dtype=dtype)
     try:
-        model = OpenDecoder(settings_from_config(config, folder), dtype=dtype)
+        settings = settings_from_config(config, folder)
+        model = MODELS[settings.model_type](settings, dtype=dtype)
         model.load_state_dict(state_from_checkpoint(model, folder))
     except (OSError, ValueError) as error:
         raise type(error)(f"from_pretrained: {error}") from None

@@ -1,17 +1,23 @@
 """Chapter 5. What a family's config asks for that the decoder does not compute, and what a
 family's files cannot hold, which `from_pretrained` and `save_pretrained` (nn/open_checkpoints.py)
 refuse by name."""
-from tinyattn.nn.families import FIXED, ROUTERS
+from tinyattn.nn.deepseek_v3 import DeepseekV3
+from tinyattn.nn.gemma3 import Gemma3, Gemma3Attention, Gemma3Block, GemmaRMSNorm
 from tinyattn.nn.latent_attention import LatentAttention
 from tinyattn.nn.layers import Embedding, Linear
-from tinyattn.nn.open_decoder import DecoderBlock, OpenDecoder
-from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
+from tinyattn.nn.llama import Llama, LlamaAttention, LlamaBlock, Mistral, Qwen2, Qwen2Attention
+from tinyattn.nn.open_decoder_checks import family_differences, what_the_files_lack
+from tinyattn.nn.open_layers import GatedFeedForward, RMSNorm
+from tinyattn.nn.qwen3 import Qwen3, Qwen3Attention
+from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import RoutedExperts
 
 # The layers a decoder is made of, each exactly of its class: a subclass (a LoRALinear is a
 # Linear) computes something else, which a family's files have no place for.
-DECODER_LAYERS = (OpenDecoder, Embedding, DecoderBlock, RMSNorm, GroupedQueryAttention,
-                  LatentAttention, GatedFeedForward, RoutedExperts, Linear)
+DECODER_LAYERS = (Llama, Mistral, Qwen2, Qwen3, Gemma3, Qwen3Moe, DeepseekV3, Embedding,
+                  LlamaBlock, Gemma3Block, RMSNorm, GemmaRMSNorm, LlamaAttention, Qwen2Attention,
+                  Qwen3Attention, Gemma3Attention, LatentAttention, GatedFeedForward,
+                  RoutedExperts, Linear)
 
 
 def unimplemented(config, family):
@@ -45,49 +51,13 @@ def unimplemented(config, family):
     return refused
 
 
-def what_the_experts_lack(settings):
-    """What a Qwen3-MoE's or DeepSeek-V3's files cannot hold of these settings (phrases):
-    experts missing, or routed otherwise than the family routes them (ROUTERS); for DeepSeek,
-    latent attention missing, dense layers other than the first ones, shared experts that are
-    not a whole number of experts."""
-    family, experts = settings.model_type, settings.experts
-    if experts is None:
-        return [f"no experts ({family}'s files describe routed experts)"]
-    lacks = [f"experts.{name}={getattr(experts, name)!r} ({family} has {value!r})"
-             for name, value in ROUTERS[family].items() if getattr(experts, name) != value]
-    if family == "deepseek_v3":
-        if settings.latent is None:
-            lacks.append("no latent attention (deepseek_v3 has it on every layer)")
-        if experts.dense_layers != tuple(range(len(experts.dense_layers))):
-            lacks.append(f"dense layers {experts.dense_layers} (deepseek_v3's are the first "
-                         f"first_k_dense_replace layers)")
-        if (experts.shared_hidden_dim or 0) % experts.hidden_dim:
-            lacks.append(f"a shared expert of width {experts.shared_hidden_dim} (n_shared_experts"
-                         f" experts of width {experts.hidden_dim})")
-    if family == "qwen3_moe" and len(set(settings.kinds())) > 1:
-        lacks.append(f"layer_types {settings.kinds()} (qwen3_moe slides on every layer, or none)")
-    return lacks
-
-
 def family_holds_it(self, folder):
     """save_pretrained: the family's layout holds the model (nn/open_checkpoints.py): every switch
     the family's code fixes at its value there, sliding layers only where the family has them
     (none in llama, all or none in mistral); the decoder's layers alone (no LoRA adapter left
     unmerged), nothing attached to their hook points, one dtype."""
     settings = self.settings
-    differences = [f"{name}={getattr(settings, name)!r} ({settings.model_type} has {value!r})"
-                    for name, value in FIXED[settings.model_type].items()
-                    if getattr(settings, name) != value]
-    kinds = settings.kinds()
-    if settings.model_type == "llama" and "sliding" in kinds:
-        differences.append("sliding layers (llama has none)")
-    if settings.model_type == "mistral" and len(set(kinds)) > 1:
-        differences.append(f"layer_types {kinds} (mistral slides on every layer, or none)")
-    if settings.qkv_bias != settings.out_bias and settings.model_type != "qwen2":
-        differences.append(f"qkv_bias={settings.qkv_bias} with out_bias={settings.out_bias} "
-                           f"(one attention_bias for all four)")
-    if settings.model_type in ROUTERS:
-        differences += what_the_experts_lack(settings)
+    differences = family_differences(settings) + what_the_files_lack(settings)
     others = [f"{name} (a {type(layer).__name__})" for name, layer in self.named_modules()
               if type(layer) not in DECODER_LAYERS]
     if others:

@@ -1,58 +1,43 @@
-"""Chapter 5. Llama, Mistral, Qwen and Gemma as one model: a decoder whose settings are the
-differences between them.
+"""Chapter 5. What every family's model shares: its sizes (DecoderSettings), generation with
+its key/value cache (OpenDecoder, the base of each family's model), and the cache itself
+(DecoderCache).
 
-GPT-2 (chapter 3) is a stack of blocks x + attn(ln(x)), x + mlp(ln(x)) between an embedding and
-a head. So is every model here; each family changed a handful of the pieces, and each change is
-a setting of `DecoderSettings` (the README's table says which family turns on which, and where
-it comes from):
+Each family is a model on a page, whose forward reads top to bottom:
 
-    the norm           RMSNorm instead of LayerNorm (all); Gemma's scales by 1 + weight
-    the feed-forward   gated: down(act(gate(x)) * up(x)), SiLU (SwiGLU) or GELU (GeGLU: Gemma)
-    the heads          fewer key/value heads than query heads (grouped-query attention), and a
-                       head_dim of its own (Qwen3, Gemma 3)
-    positions          rotary, rotate-half layout, with a larger base; Llama 3.1's frequency
-                       bands, or linear scaling (Gemma 3's global layers)
-    QK-norm            queries and keys RMS-normed per head before the rotation (Qwen3, Gemma 3)
-    sliding layers     a window of recent keys on every layer (Mistral), on the later layers
-                       (Qwen2 with use_sliding_window), or on five layers of six, with a rotary
-                       base of their own (Gemma 3's local/global pattern)
-    biases             none (Llama, Mistral, Gemma), on q, k, v (Qwen2), or all (attention_bias)
-    Gemma's extras     the embedding times sqrt(hidden_size), scores scaled by
-                       query_pre_attn_scalar^(-1/2), a norm after attention and after the
-                       feed-forward too ("sandwich"), logits softly capped: c tanh(logits / c)
-    the head           tied to the embedding, or a matrix of its own
-    latent attention   keys and values rebuilt from one small cached vector per token
-                       (DeepSeek-V3: nn/latent_attention.py)
-    experts            routed experts in place of the feed-forward, on all layers or some
-                       (Qwen3-MoE, DeepSeek-V3: nn/routed_experts.py)
+    nn/llama.py        Llama 3, and Mistral and Qwen2 as Llama with a piece changed
+    nn/qwen3.py        Qwen3: Llama with QK-norm
+    nn/gemma3.py       Gemma 3: Qwen3 with Gemma's norms, scale, local layers, embedding
+    nn/qwen3_moe.py    Qwen3-MoE: Qwen3 with routed experts
+    nn/deepseek_v3.py  DeepSeek-V3: Llama with latent attention and DeepSeek's experts
 
-Read in this order: DecoderSettings, DecoderBlock, OpenDecoder (forward, then generate), and the
-cache: LayerCache (one layer's keys and values; a sliding layer keeps its window only; a latent
-layer's LatentCache keeps its latents) and DecoderCache (every layer's, and `nbytes`).
-nn/open_checkpoints.py reads and writes each family's own files (`nn.from_pretrained`).
+The README's table is the map of what differs; nn/families.py says what each family's code fixes
+and nn/open_checkpoints.py reads and writes each family's files (`nn.from_pretrained`). Read
+here: DecoderSettings (the sizes a config.json gives), OpenDecoder.generate (a step of
+generation written out), and the cache: LayerCache (nn/kv_cache.py: one layer's keys and
+values; a sliding layer keeps its window only; a latent layer's LatentCache keeps its latents)
+and DecoderCache (every layer's, and `nbytes`).
 """
 import dataclasses
-import math
 
 import numpy as np
 
-from tinyattn.arguments import at_least, between, door, floating_dtype, optional
+from tinyattn.arguments import at_least, between, door, optional
 from tinyattn.arrays import data_of
 from tinyattn.engine import no_grad
 from tinyattn.nn import open_decoder_checks as checks
-from tinyattn.nn.generation import KVCache, next_tokens, samplable
-from tinyattn.nn.kv_cache import LayerCache
+from tinyattn.nn.generation import next_tokens, samplable
+from tinyattn.nn.kv_cache import KVCache, LayerCache
 from tinyattn.nn.latent_attention import LatentAttention, LatentCache, LatentSettings
-from tinyattn.nn.layers import Embedding, Linear
-from tinyattn.nn.module import Module, extends
-from tinyattn.nn.open_layers import GatedFeedForward, GroupedQueryAttention, RMSNorm
+from tinyattn.nn.module import Module
 from tinyattn.nn.routed_experts import ExpertSettings, RoutedExperts, load_balancing_loss
 
 
 @dataclasses.dataclass(frozen=True)
 class DecoderSettings:
-    """The sizes of a decoder and its switches. The switches' defaults are Llama's; each other
-    family turns some on (nn/open_checkpoints.py reads them from a config.json).
+    """The sizes of a model and the settings its config.json gives (nn/open_checkpoints.py reads
+    them as transformers does). Each family's page reads the fields its family has and its door
+    refuses the others set otherwise than the family fixes them (nn/families.py's FIXED): a
+    Llama reads no query_pre_attn_scalar, a Qwen3 needs qk_norm. The defaults are Llama's.
 
     sizes      vocab_size, hidden_size (E), intermediate_size (the feed-forward's), num_layers,
                num_heads (H), num_kv_heads (K, dividing H), head_dim (D, even)
@@ -117,131 +102,18 @@ class DecoderSettings:
         return tuple("dense" if i in dense else "experts" for i in range(self.num_layers))
 
 
-class DecoderBlock(Module):
-    """One pre-norm block of the decoder (settings: DecoderSettings; `sliding`: a sliding layer):
-
-        x = x + attn(attn_norm(x))         [Gemma 3: x + attn_out_norm(attn(attn_norm(x)))]
-        x = x + mlp(mlp_norm(x))           [Gemma 3: x + mlp_out_norm(mlp(mlp_norm(x)))]
-
-    chapter 1's block with RMSNorms, grouped-query attention and a gated feed-forward. A sliding
-    layer attends to the settings' sliding_window newest keys, with its rotary base
-    (local_rope_theta, unscaled) where the settings give one. With the settings' `latent`, the
-    attention is latent attention (nn/latent_attention.py); with `routed`, the feed-forward is
-    the settings' routed experts (nn/routed_experts.py). The activations it names are
-    chapter 1's: "resid_pre", "resid_mid", "mlp_out", "resid_post" (B, T, E).
-    """
-
-    activations = ("resid_pre", "resid_mid", "mlp_out", "resid_post")
-
-    def __init__(self, settings, sliding=False, dtype=None, routed=False):
-        s = settings
-        rope_base, rope_scaling = s.rope_theta, s.rope_scaling
-        if sliding and s.local_rope_theta is not None:          # Gemma 3's local layers
-            rope_base, rope_scaling = s.local_rope_theta, None
-        scale = None if s.query_pre_attn_scalar is None else s.query_pre_attn_scalar ** -0.5
-
-        def norm():
-            return RMSNorm(s.hidden_size, s.norm_eps, s.norm_unit_offset, dtype)
-
-        self.attn_norm = norm()
-        if s.latent is not None:
-            self.attn = LatentAttention(s.hidden_size, s.num_heads, **vars(s.latent),
-                                        bias=s.out_bias, rope_base=rope_base,
-                                        rope_scaling=rope_scaling, dtype=dtype)
-        else:
-            self.attn = GroupedQueryAttention(
-                s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, qkv_bias=s.qkv_bias,
-                out_bias=s.out_bias, qk_norm=s.qk_norm, norm_eps=s.norm_eps,
-                norm_unit_offset=s.norm_unit_offset, rope_base=rope_base,
-                rope_scaling=rope_scaling, window=s.sliding_window if sliding else None,
-                scale=scale, dtype=dtype)
-        self.attn_out_norm = norm() if s.sandwich_norms else None
-        self.mlp_norm = norm()
-        if routed:
-            self.mlp = RoutedExperts(s.hidden_size, **s.experts.layer_arguments(),
-                                     activation=s.activation, dtype=dtype)
-        else:
-            self.mlp = GatedFeedForward(s.hidden_size, s.intermediate_size, s.activation,
-                                        bias=s.mlp_bias, dtype=dtype)
-        self.mlp_out_norm = norm() if s.sandwich_norms else None
-
-    def forward(self, x, start=0, cache=None):
-        """(the output (B, T, E), the attention weights (B, H, T, S)) for tokens at positions
-        start, start + 1, ...; `cache`: this layer's LayerCache, or None."""
-        x = self.hook("resid_pre", x)                                       # (B, T, E)
-        attended, weights = self.attn(self.attn_norm(x), start, cache)      # (B, T, E)
-        if self.attn_out_norm is not None:
-            attended = self.attn_out_norm(attended)                         # (B, T, E)
-        x = self.hook("resid_mid", x + attended)                            # (B, T, E)
-        transformed = self.mlp(self.mlp_norm(x))                            # (B, T, E)
-        if self.mlp_out_norm is not None:
-            transformed = self.mlp_out_norm(transformed)                    # (B, T, E)
-        x = self.hook("resid_post", x + self.hook("mlp_out", transformed))  # (B, T, E)
-        return x, weights
-
-
 class OpenDecoder(Module):
-    """A language model of the families Llama, Mistral, Qwen2, Qwen3, Gemma 3, Qwen3-MoE and
-    DeepSeek-V3: token ids (B, T) -> next-token logits (B, T, vocab_size).
+    """The base of every family's model (Llama, Mistral, Qwen2, Qwen3, Gemma3, Qwen3Moe,
+    DeepseekV3): token ids (B, T) -> next-token logits (B, T, vocab_size), the forward on the
+    family's page. What they share is here: `generate`, `empty_cache`, and the experts' helpers
+    (`load_balancing_loss`, `update_choice_bias`); `save_pretrained` is nn/open_checkpoints.py's.
 
-        embed (x sqrt(E): Gemma) -> num_layers DecoderBlocks -> norm -> head
-                                                         (-> c tanh(logits / c): Gemma)
-
-    `settings` (a DecoderSettings) says which family's switches are on; `nn.from_pretrained`
-    reads them, and the weights, from a model folder. The parameters take `dtype` (default
-    float64) and start as chapter 1's layers start (norms at ones, or zeros with Gemma's
-    1 + weight); `tied_head` makes `head.weight` the embedding's own Parameter, as chapter 2's
-    CausalTransformer does.
-
-    The activations it names are chapter 4's: "embed" (B, T, E), the embeddings (scaled, for
-    Gemma), and "final", the last norm's output, which the head turns into logits; its blocks
-    and their attention name theirs ("blocks.0.attn.weights" (B, H, T, S)).
+    A model holds `settings` (a DecoderSettings), `embed`, `blocks` (each with its `attn` and
+    `mlp`), `norm` and `head`; `config`, the config.json it was read from, if it was.
     """
 
     activations = ("embed", "final")
     config = None       # the config.json it was read from (nn.from_pretrained), if it was
-
-    @door(checks.settings_fit, dtype=floating_dtype)
-    def __init__(self, settings, dtype=None):
-        self.settings = settings
-        self.embed = Embedding(settings.vocab_size, settings.hidden_size, dtype=dtype)
-        self.blocks = [DecoderBlock(settings, kind == "sliding", dtype, feed == "experts")
-                       for kind, feed in zip(settings.kinds(), settings.feed_forwards())]
-        self.norm = RMSNorm(settings.hidden_size, settings.norm_eps, settings.norm_unit_offset,
-                            dtype)
-        self.head = Linear(settings.hidden_size, settings.vocab_size, bias=False, dtype=dtype)
-        if settings.tied_head:          # one Parameter in two places: its gradient sums both uses
-            self.head.weight = self.embed.weight        # (vocab_size, E): Linear's (out, in)
-
-    @door(checks.ids_and_cache_fit, return_weights=bool, last_only=bool)
-    def forward(self, ids, cache=None, return_weights=False, last_only=False):
-        """Logits (B, T, vocab_size); with return_weights, also each block's attention weights
-        (B, H, T, S). `last_only=True` gives the last position's logits alone, (B, 1, vocab).
-
-        `cache` (a DecoderCache from `empty_cache()`) holds the keys and values of the tokens
-        seen so far: the ids are then the next tokens of the same sequences, at the positions
-        after the cached ones, and the logits are those the model gives them in the whole
-        sequence. The cache grows by the ids' length (a sliding layer's up to its window).
-        """
-        ids = np.asarray(data_of(ids))                                  # (B, T)
-        start = 0 if cache is None else len(cache)                      # positions already seen
-        x = self.embed(ids)                                             # (B, T, E)
-        if self.settings.embed_scale:
-            x = x * math.sqrt(self.settings.hidden_size)                # (B, T, E)
-        x = self.hook("embed", x)                                       # (B, T, E)
-        weights = []
-        for i, block in enumerate(self.blocks):
-            x, block_weights = block(x, start, None if cache is None else cache.layers[i])
-            weights.append(block_weights)                               # (B, H, T, S)
-        if cache is not None:
-            cache.length += ids.shape[1]
-        if last_only:
-            x = x[:, -1:]                                               # (B, 1, E)
-        logits = self.head(self.hook("final", self.norm(x)))            # (B, T or 1, vocab)
-        cap = self.settings.final_logit_softcapping
-        if cap is not None:
-            logits = (logits / cap).tanh() * cap                        # in (-cap, cap)
-        return (logits, weights) if return_weights else logits
 
     def empty_cache(self):
         """A DecoderCache for this model, empty, for `forward(ids, cache=...)`."""
@@ -284,7 +156,7 @@ class OpenDecoder(Module):
         for step in range(max_new_tokens):
             logits = self(new, cache=cache, last_only=True)             # (B, 1, vocab)
             last = logits.data[:, -1]                                   # (B, vocab)
-            samplable(last, step, "OpenDecoder.generate")
+            samplable(last, step, f"{type(self).__name__}.generate")
             chosen = next_tokens(last, temperature, top_k)              # (B,)
             ids = np.concatenate([ids, chosen[:, None]], axis=1)        # (B, T + 1)
             new = ids[:, -1:] if use_cache else ids
@@ -297,35 +169,14 @@ class OpenDecoder(Module):
 # ------------------------------------------------------------------------------------------------
 # The key/value cache
 
-class DecoderCache:
-    """The keys and values every layer of an OpenDecoder has kept, one LayerCache per block;
-    `len(cache)` is the number of positions seen (more than a sliding layer keeps). Make it with
-    `model.empty_cache()` and pass it to every call on the same sequences."""
+class DecoderCache(KVCache):
+    """Chapter 2's KVCache (nn/kv_cache.py: one cache per block, `len(cache)` the positions seen,
+    `batch_size`, `nbytes`) for chapter 5's decoders, whose layers keep less: a sliding layer its
+    window of keys and values (so `len(cache)` is more than it keeps), a latent layer its latents.
+    `nbytes` is then 2 * B * K * T * D * itemsize summed over the layers, T the tokens a layer
+    keeps; a latent layer's B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
 
-    def __init__(self, model):
-        self.model = model
-        self.layers = [LatentCache() if isinstance(block.attn, LatentAttention)
-                       else LayerCache(block.attn.window) for block in model.blocks]
-        self.length = 0
-
-    def __len__(self):
-        return self.length
-
-    @property
-    def batch_size(self):
-        return self.layers[0].batch_size
-
-    @property
-    def nbytes(self):
-        """The bytes of the keys and values it holds: 2 * B * K * T * D * itemsize summed over
-        the layers, T the tokens a layer keeps (all of them, or its window); a latent layer's
-        B * T * (kv_lora_rank + qk_rope_head_dim) * itemsize."""
-        return sum(layer.nbytes for layer in self.layers)
-
-
-@extends(KVCache)
-@property
-def nbytes(self):
-    """The bytes of the keys and values chapter 2's cache holds: 2 * layers * B * H * T * D *
-    itemsize (keys and values, every layer, all the T tokens seen)."""
-    return sum(cached.data.nbytes for cached in self.keys + self.values if cached is not None)
+    def layer_cache(self, block):
+        if isinstance(block.attn, LatentAttention):
+            return LatentCache()
+        return LayerCache(block.attn.window)

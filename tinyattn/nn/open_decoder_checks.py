@@ -1,9 +1,10 @@
-"""Chapter 5. What makes an argument of the decoder (nn/open_decoder.py) bad: its settings, the
-ids and cache of a forward pass, a prompt."""
+"""Chapter 5. What makes an argument of a family's model (nn/llama.py ... nn/deepseek_v3.py, on
+nn/open_decoder.py's base) bad: its settings, the ids and cache of a forward pass, a prompt."""
 import dataclasses
 import numbers
 
 from tinyattn.nn.causal_transformer_checks import token_ids
+from tinyattn.nn.families import FIXED, ROUTERS
 from tinyattn.nn.latent_attention_checks import rotary_fits
 from tinyattn.nn.open_layers import ACTIVATIONS
 from tinyattn.nn.open_layers_checks import heads_fit_groups
@@ -16,7 +17,7 @@ KINDS = ("full", "sliding")
 
 
 def settings_fit(self, settings, dtype=None):
-    """OpenDecoder: settings is a DecoderSettings of positive integer sizes; its heads, rotary
+    """A family's model: settings is a DecoderSettings of positive integer sizes; its heads, rotary
     and activation fit; layer_types has one kind per layer, and sliding layers a window; its
     latent attention and its experts, if any, are of sizes that fit."""
     if type(settings).__name__ != "DecoderSettings":
@@ -96,9 +97,61 @@ def experts_fit(settings):
                          f"{settings.num_layers - 1}, got {experts.dense_layers!r}")
 
 
+def family_differences(settings):
+    """What the model of a family (settings.model_type's page) does not compute of `settings`
+    (phrases): a switch the family fixes at another value (nn/families.py's FIXED), sliding
+    layers in a llama."""
+    differences = [f"{name}={getattr(settings, name)!r} ({settings.model_type} has {value!r})"
+                   for name, value in FIXED[settings.model_type].items()
+                   if getattr(settings, name) != value]
+    if settings.model_type == "llama" and "sliding" in settings.kinds():
+        differences.append("sliding layers (llama has none)")
+    return differences
+
+
+def what_the_files_lack(settings):
+    """What a family's files cannot hold of `settings` besides (phrases): sliding layers not on
+    every layer (mistral), biases that one attention_bias cannot give, experts routed otherwise
+    than the family routes them."""
+    differences = []
+    kinds = settings.kinds()
+    if settings.model_type == "mistral" and len(set(kinds)) > 1:
+        differences.append(f"layer_types {kinds} (mistral slides on every layer, or none)")
+    if settings.qkv_bias != settings.out_bias and settings.model_type != "qwen2":
+        differences.append(f"qkv_bias={settings.qkv_bias} with out_bias={settings.out_bias} "
+                           f"(one attention_bias for all four)")
+    if settings.model_type in ROUTERS:
+        differences += what_the_experts_lack(settings)
+    return differences
+
+
+def what_the_experts_lack(settings):
+    """What a Qwen3-MoE's or DeepSeek-V3's files cannot hold of these settings (phrases):
+    experts missing, or routed otherwise than the family routes them (ROUTERS); for DeepSeek,
+    latent attention missing, dense layers other than the first ones, shared experts that are
+    not a whole number of experts."""
+    family, experts = settings.model_type, settings.experts
+    if experts is None:
+        return [f"no experts ({family}'s files describe routed experts)"]
+    lacks = [f"experts.{name}={getattr(experts, name)!r} ({family} has {value!r})"
+             for name, value in ROUTERS[family].items() if getattr(experts, name) != value]
+    if family == "deepseek_v3":
+        if settings.latent is None:
+            lacks.append("no latent attention (deepseek_v3 has it on every layer)")
+        if experts.dense_layers != tuple(range(len(experts.dense_layers))):
+            lacks.append(f"dense layers {experts.dense_layers} (deepseek_v3's are the first "
+                         f"first_k_dense_replace layers)")
+        if (experts.shared_hidden_dim or 0) % experts.hidden_dim:
+            lacks.append(f"a shared expert of width {experts.shared_hidden_dim} (n_shared_experts"
+                         f" experts of width {experts.hidden_dim})")
+    if family == "qwen3_moe" and len(set(settings.kinds())) > 1:
+        lacks.append(f"layer_types {settings.kinds()} (qwen3_moe slides on every layer, or none)")
+    return lacks
+
+
 def ids_and_cache_fit(self, ids, cache=None, **_):
-    """OpenDecoder.forward: token ids (B, T); cache None or a DecoderCache of this model, of as
-    many sequences."""
+    """A family's model's forward: token ids (B, T); cache None or a DecoderCache of this model,
+    of as many sequences."""
     B, T = token_ids(self, ids)
     if cache is None:
         return
@@ -111,5 +164,5 @@ def ids_and_cache_fit(self, ids, cache=None, **_):
 
 
 def prompt_fits(self, ids, **_):
-    """OpenDecoder.generate: token ids (the prompt)."""
+    """A family's model's generate (OpenDecoder.generate): token ids (the prompt)."""
     token_ids(self, ids)

@@ -1,22 +1,22 @@
 """Chapter 3. What GPT-2's layout can hold, which `save_pretrained` (nn/pretrained.py) checks
 first: a save that cannot hold what the model computes refuses, naming what, rather than write a
 file that computes something else."""
-from tinyattn.nn.causal_transformer import CausalTransformer
+from tinyattn.nn.causal_transformer import CausalBlock, CausalTransformer
 from tinyattn.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
-from tinyattn.nn.multi_head_attention import MultiHeadAttention
-from tinyattn.nn.transformer import TransformerBlock
+from tinyattn.nn.positions import MultiHeadAttention
 
 # The layers a GPT-2 is made of, each exactly of its class: a subclass (a LoRALinear is a Linear)
 # computes something else, which the layout has no place for.
-GPT2_LAYERS = (CausalTransformer, Embedding, TransformerBlock, LayerNorm, MultiHeadAttention,
-               Linear, FeedForward, Dropout)
+GPT2_LAYERS = (CausalTransformer, Embedding, CausalBlock, LayerNorm, MultiHeadAttention, Linear,
+               FeedForward, Dropout)
 
 
 def gpt2_shaped(self, folder):
     """save_pretrained: what GPT-2's layout can hold (nn/pretrained.py): learned positions; a head
     without bias, tied to the embedding or not (tie_word_embeddings); attention scaled by
     1/sqrt(head_dim) or not at all, the same in every block, as are the LayerNorms' eps and the
-    sizes; GPT-2's layers alone, with no function attached to their hook points; one dtype."""
+    sizes; GPT-2's layers alone (no rotary positions), with no function a user attached to their
+    hook points; one dtype."""
     attached = [f"{name or 'the model'} ({', '.join(layer.hooked)})"
                 for name, layer in self.named_modules() if layer.hooked]
     differences = gpt2_differences(self) + ([f"functions attached to the hook points of "
@@ -37,7 +37,8 @@ def gpt2_differences(self, also=()):
               and layer is not getattr(self, "positions", None)]
     adapted = any(isinstance(layer, Linear) for _, layer in others)
     differences = [what for what, differs in (
-        (f"{self.positional} positions (not learned)", self.positional != "learned"),
+        ("rotary positions (positional='rope')", any(a.rope for a in attentions)),
+        (f"{self.positional} positions (not learned)", self.positional not in ("learned", "rope")),
         ("an output head with a bias", self.head.bias is not None),
         (f"scale {attentions[0].scale} (not None or 1.0)", attentions[0].scale not in (None, 1.0)),
         ("blocks of different scales, heads or widths",

@@ -18,7 +18,7 @@ positions (a rotation is a group: turning by p and then by e is turning by p + e
 keys and the new token keep their own. A query then sees every key at a distance of at most
 sinks + window: distances it was trained on, however far into the text it is.
 
-Here, for every layer of an OpenDecoder with grouped-query attention (nn/open_decoder.py): a
+Here, for every layer of a family's model with grouped-query attention (nn/llama.py): a
 SinkCache(model, window, sinks) in place of `model.empty_cache()`. With sinks=0 it is the plain
 sliding window that fails. Tokens are best fed one at a time: a chunk of T tokens at once sees all
 that is kept and its own earlier tokens (causal), and the window is cut to size after it.
@@ -66,15 +66,16 @@ class SinkLayerCache(LayerCache):
 
 
 class SinkCache(DecoderCache):
-    """StreamingLLM's cache for every layer of `model` (an OpenDecoder of grouped-query attention
-    and full layers): each keeps the first `sinks` tokens and the `window` newest (the new one
-    included), so its memory stops growing at sinks + window - 1 tokens a layer. Pass it to
-    `model(ids, cache=...)` as the cache of `model.empty_cache()`; `len(cache)` counts every
-    token seen."""
+    """StreamingLLM's cache for every layer of `model` (a family's model, an OpenDecoder, of
+    grouped-query attention and full layers): each keeps the first `sinks` tokens and the `window`
+    newest (the new one included), so its memory stops growing at sinks + window - 1 tokens a layer.
+    Pass it to `model(ids, cache=...)` as the cache of `model.empty_cache()`; `len(cache)` counts
+    every token seen."""
 
     @door(checks.streamable, window=at_least(1), sinks=at_least(0))
     def __init__(self, model, window, sinks=4):
-        super().__init__(model)
         self.window, self.sinks = window, sinks
-        self.layers = [SinkLayerCache(window, sinks, block.attn.frequencies)
-                       for block in model.blocks]
+        super().__init__(model)
+
+    def layer_cache(self, block):
+        return SinkLayerCache(self.window, self.sinks, block.attn.frequencies)

@@ -2,9 +2,9 @@
 
 
 def streamable(self, model, window, sinks=4):
-    """SinkCache: an OpenDecoder whose every layer is a full grouped-query attention layer (a
-    latent layer caches latents, a sliding layer keeps its own window)."""
-    if type(model).__name__ != "OpenDecoder":
+    """SinkCache: a family's model (an OpenDecoder) whose every layer is a full grouped-query
+    attention layer (a latent layer caches latents, a sliding layer keeps its own window)."""
+    if "OpenDecoder" not in (kind.__name__ for kind in type(model).__mro__):
         raise TypeError(f"model must be an OpenDecoder, got {type(model).__name__}")
     settings = model.settings
     if settings.latent is not None or "sliding" in settings.kinds():

@@ -50,23 +50,38 @@ class FlashAttention(Function):
     and Bc are the lengths of the current query and key blocks: block_size, or less for a last
     block.
 
-    Forward (Algorithm 1). For each block of queries, walk the blocks of keys it sees, keeping, per
-    query, the largest score m seen so far, the sum l of exp(score - m) and an unnormalised output
-    O_i. When a new block raises the maximum from m_old to m_new, the sums and outputs gathered so
-    far were computed against m_old and are multiplied by exp(m_old - m_new) <= 1; after the last
-    block, O_i is divided by l once. Saved for backward: Q, K, V, O and one number per query,
-    logsumexp = m + log l, from which any block of weights comes back as
+    Forward (Algorithm 1; its line numbers mark the code). For each block of queries (line 3),
+    walk the blocks of keys it sees (line 6), keeping, per query, the largest score m seen so far,
+    the sum l of exp(score - m) and an unnormalised output O_i (lines 8-10). When a new block
+    raises the maximum from m_old to m_new, the sums and outputs gathered so far were computed
+    against m_old and are multiplied by exp(m_old - m_new) <= 1; after the last block, O_i is
+    divided by l once (line 12). Saved for backward: Q, K, V, O and one number per query,
+    logsumexp = m + log l (line 13), from which any block of weights comes back as
     P_ij = exp(S_ij - logsumexp_i).
 
-    Backward (Algorithm 2). With dO = dL/dO, the softmax rule for the scores needs, per query,
-    D = rowsum(P * dP), which is a row of the full (L, S) arrays; it equals rowsum(dO * O):
+    Backward (Algorithm 2; its line numbers mark the code). With dO = dL/dO, the softmax rule for
+    the scores needs, per query, the number D = rowsum(P * dP), which computed so would need the
+    query's whole row of P and dP; it equals rowsum(dO * O), from arrays of one row per query:
 
         rowsum(P * dP)_i = sum_j P_ij dP_ij = sum_j P_ij (dO_i . V_j)      (dP = dO V^T)
                          = dO_i . (sum_j P_ij V_j) = dO_i . O_i             (O = P V)
 
-    so D costs one pass over O. Then, block by block: recompute P_ij = exp(S_ij - logsumexp_i),
-    dV_j += P_ij^T dO_i, dP_ij = dO_i V_j^T, dS_ij = P_ij * (dP_ij - D_i) (the softmax backward of
-    `Softmax`), dQ_i += scale * dS_ij K_j, dK_j += scale * dS_ij^T Q_i.
+    so D costs one pass over O (line 4). Then, for each block of keys (line 5), for each block of
+    queries that sees it (line 8): recompute S_ij (line 10) and P_ij = exp(S_ij - logsumexp_i)
+    (line 11), then dV_j += P_ij^T dO_i (line 12), dP_ij = dO_i V_j^T (line 13),
+    dS_ij = P_ij * (dP_ij - D_i) (line 14, the softmax backward of `Softmax`),
+    dQ_i += scale * dS_ij K_j (line 15) and dK_j += scale * dS_ij^T Q_i (line 16).
+
+    Why the keys are the outer loop of the backward, where the queries are the forward's. Each
+    of the three gradients is a sum over block pairs: dK_j and dV_j over the query blocks i, dQ_i
+    over the key blocks j. With the keys outside, the sums of dK_j and dV_j are finished in the
+    inner loop, where the paper keeps them on chip (line 7: zeros; line 18: written once), and
+    only dQ_i is added to from several outer steps: the paper loads it, adds, and writes it back
+    (line 15), which on a GPU, where the key blocks run in parallel, are atomic adds. The other
+    order would do the same for two gradients instead of one. Here nothing runs in parallel, so
+    the order changes no number: dK_j and dV_j are views into dK and dV, added to in place, and
+    dQ_i, a view into dQ, is added to in place as the key blocks pass; the loop keeps the
+    paper's order so that its lines can be read beside it.
 
     The layout: which pairs of blocks are visited. `layout` (..., Lb, Sb) holds one boolean per
     (query block, key block) pair, Lb = ceil(L / block_size) and Sb = ceil(S / block_size), and
@@ -85,8 +100,9 @@ class FlashAttention(Function):
       above the diagonal are skipped, in both passes; a block crossing it gets -inf scores there.
     * One `block_size` for both the query blocks (the paper's B_r) and the key blocks (B_c); the
       last block of each may be shorter. Leading (batch, head) axes broadcast as in SDPA.
-    * "On chip" (SRAM) and "HBM" become small and large NumPy arrays. dK_j, dV_j are views into
-      dK, dV, accumulated in place; dQ_i is accumulated in place as well (the paper's atomic adds).
+    * "On chip" (SRAM) and "HBM" become small and large NumPy arrays (lines 6-7, 9 and 18 of
+      Algorithm 2, the loads and writes, have no code of their own: see why the keys are the
+      outer loop, above).
     * A query that sees no key (every block of its row hidden, or S = 0) gets a zero output, as in
       SDPA. Its row of scores may be all -inf in a visited block, so exponents are taken against
       m_safe, its running max or 0 while that is still -inf: exp(-inf - 0) = 0, never
@@ -98,33 +114,8 @@ class FlashAttention(Function):
       multiplied by e^(m_old - m_new) <= 1, as the authors' code does; the inverse belongs to
       the final normalisation only, O_i = diag(l_i)^-1 O_i (line 12).
 
-    Memory. Plain attention keeps two (..., L, S) arrays for its backward (the scores and the
-    weights) besides the causal mask, and its backward makes several more; each is 8 L S bytes in
-    float64, 128 MiB at L = S = 4096. Flash keeps O(L) numbers besides its inputs and output (and
-    the layout, Lb Sb booleans), and no scores larger than (..., block_size, block_size).
-    tests/test_flash_attention.py measures it with tracemalloc; `python -m tinyattn bench 4` and
-    demo 7 print the peaks at longer lengths.
-
-    Speed. NumPy cannot show the paper's speed-up at short lengths. Each visited pair of blocks
-    costs a fixed overhead of NumPy calls, however small the blocks, where plain attention does
-    each (L, S) product in one BLAS call; and flash computes more, since backward
-    recomputes S and P (7 block products per pair against plain attention's 6 per (L, S) pass).
-    At long lengths the balance turns: causal, it skips the blocks above the diagonal (about half
-    the pairs), and its blocks stay in the CPU's cache while plain attention streams its (L, S)
-    arrays through main memory, pass after pass. Where the balance turns, and by how much, is
-    the machine's: demo 7 times flash against plain attention from L = 256 up, `python -m
-    tinyattn bench 4` at L = 4096.
-
-    Block size. Smaller blocks pay the per-pair overhead more often (about (L / block_size)^2 / 2
-    pairs when causal); larger ones leave the cache (a (b, b) float64 block is 8 b^2 bytes: 32
-    KiB for b = 64, 128 KiB for b = 128), mask away more of the diagonal blocks, and make a
-    sparse layout coarser (a local window of whole blocks of 128 keys, say). The default, 64, is
-    what this project recommends for both functions: a pair of (64, 64) blocks already does
-    enough arithmetic for the fixed cost of its NumPy calls to be a small part of it, so larger
-    blocks gain little on dense attention while making every layout coarser. How little, on a
-    given machine, `bench_flash` in tinyattn_tools/bench/long_attention.py prints: it sweeps the
-    block sizes against plain attention, with the cost of a pair of 1 x 1 blocks (the calls
-    alone) for comparison.
+    Its memory, its speed against plain attention and the choice of block size are measured in
+    docs/flash_attention.md.
     """
 
     def forward(self, Q, K, V, scale, is_causal, block_size, layout):
@@ -134,29 +125,29 @@ class FlashAttention(Function):
         logsumexp = np.empty(batch + (L,), Q.dtype)                          # (..., L)
         key_blocks = blocks(S, block_size)
         pairs = visited_pairs(layout, is_causal)                             # (Lb, Sb)
-        for i, rows in enumerate(blocks(L, block_size)):  # 1. one block of queries at a time
+        for i, rows in enumerate(blocks(L, block_size)):  # line 3: a block of queries at a time
             Q_i = Q[..., rows, :]                                            # (..., Br, E)
             Br = rows.stop - rows.start                       # block_size, or fewer at the end
             O_i = np.zeros(batch + (Br, Ev), Q.dtype)         # (..., Br, Ev) not normalised yet
             l_i = np.zeros(batch + (Br, 1), Q.dtype)          # (..., Br, 1)  running row sum
             m_i = np.full(batch + (Br, 1), -np.inf, Q.dtype)  # (..., Br, 1)  running row max
-            for j in np.flatnonzero(pairs[i]):                # 2. each key block it sees
+            for j in np.flatnonzero(pairs[i]):                # line 6: each key block it sees
                 cols = key_blocks[j]
                 K_j, V_j = K[..., cols, :], V[..., cols, :]          # (..., Bc, E), (..., Bc, Ev)
                 S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal,
-                                    layout[..., i, j])                       # (..., Br, Bc)
-                m_new = np.maximum(m_i, S_ij.max(axis=-1, keepdims=True))    # (..., Br, 1)
+                                    layout[..., i, j])               # (..., Br, Bc) line 8
+                m_new = np.maximum(m_i, S_ij.max(axis=-1, keepdims=True))    # (..., Br, 1) line 9
                 m_safe = np.where(m_new == -np.inf, 0, m_new)   # (..., Br, 1) no key seen yet
                 P_ij = np.exp(S_ij - m_safe)                                 # (..., Br, Bc)
                 rescale = np.exp(m_i - m_safe)        # (..., Br, 1) e^(m_old - m_new), line 10
                 l_i = rescale * l_i + P_ij.sum(axis=-1, keepdims=True)       # (..., Br, 1)
-                O_i = rescale * O_i + P_ij @ V_j                             # (..., Br, Ev)
+                O_i = rescale * O_i + P_ij @ V_j                    # (..., Br, Ev) line 10
                 m_i = m_new                                                  # (..., Br, 1)
             sees_none = l_i == 0                      # (..., Br, 1) no key seen: O_i stays 0
             l_i = np.where(sees_none, 1, l_i)                                # (..., Br, 1)
-            O[..., rows, :] = O_i / l_i               # 3. normalise once     (..., Br, Ev)
+            O[..., rows, :] = O_i / l_i               # line 12: normalise once (..., Br, Ev)
             logsumexp[..., rows] = np.where(sees_none, np.inf,
-                                            m_i + np.log(l_i))[..., 0]       # (..., Br)
+                                            m_i + np.log(l_i))[..., 0]  # (..., Br) line 13
         self.saved = (Q, K, V, O, logsumexp, scale, is_causal, block_size, layout)
         return O
 
@@ -165,25 +156,25 @@ class FlashAttention(Function):
         (L, E), (S, Ev) = Q.shape[-2:], V.shape[-2:]
         dO = grad                                                            # (..., L, Ev)
         batch = dO.shape[:-2]                                                # the "..." axes
-        D = (dO * O).sum(axis=-1)                 # 1. D = rowsum(dO * O)    (..., L)
+        D = (dO * O).sum(axis=-1)                 # line 4: D = rowsum(dO * O) (..., L)
         dQ = np.zeros(batch + (L, E), Q.dtype)                               # (..., L, E)
         dK = np.zeros(batch + (S, E), Q.dtype)                               # (..., S, E)
         dV = np.zeros(batch + (S, Ev), Q.dtype)                              # (..., S, Ev)
         query_blocks = blocks(L, block_size)
         pairs = visited_pairs(layout, is_causal)                             # (Lb, Sb)
-        for j, cols in enumerate(blocks(S, block_size)):  # 2. one block of keys at a time
+        for j, cols in enumerate(blocks(S, block_size)):  # line 5: a block of keys at a time
             K_j, V_j = K[..., cols, :], V[..., cols, :]              # (..., Bc, E), (..., Bc, Ev)
-            dK_j, dV_j = dK[..., cols, :], dV[..., cols, :]          # views into dK and dV
-            for i in np.flatnonzero(pairs[:, j]):             # 3. the query blocks that see it
+            dK_j, dV_j = dK[..., cols, :], dV[..., cols, :]  # line 7: views into dK, dV (zeros)
+            for i in np.flatnonzero(pairs[:, j]):             # line 8: the query blocks seeing it
                 rows = query_blocks[i]
                 Q_i, dO_i = Q[..., rows, :], dO[..., rows, :]        # (..., Br, E), (..., Br, Ev)
                 dQ_i = dQ[..., rows, :]                              # (..., Br, E) a view into dQ
                 S_ij = block_scores(Q_i, K_j, rows, cols, scale, is_causal,
-                                    layout[..., i, j])                       # (..., Br, Bc)
-                P_ij = np.exp(S_ij - logsumexp[..., rows, np.newaxis])       # (..., Br, Bc)
-                dV_j += P_ij.swapaxes(-1, -2) @ dO_i                         # (..., Bc, Ev)
-                dP_ij = dO_i @ V_j.swapaxes(-1, -2)                          # (..., Br, Bc)
-                dS_ij = P_ij * (dP_ij - D[..., rows, np.newaxis])            # (..., Br, Bc)
-                dQ_i += scale * (dS_ij @ K_j)                                # (..., Br, E)
-                dK_j += scale * (dS_ij.swapaxes(-1, -2) @ Q_i)               # (..., Bc, E)
+                                    layout[..., i, j])              # (..., Br, Bc) line 10
+                P_ij = np.exp(S_ij - logsumexp[..., rows, np.newaxis])  # (..., Br, Bc) line 11
+                dV_j += P_ij.swapaxes(-1, -2) @ dO_i                 # (..., Bc, Ev) line 12
+                dP_ij = dO_i @ V_j.swapaxes(-1, -2)                  # (..., Br, Bc) line 13
+                dS_ij = P_ij * (dP_ij - D[..., rows, np.newaxis])    # (..., Br, Bc) line 14
+                dQ_i += scale * (dS_ij @ K_j)                         # (..., Br, E) line 15
+                dK_j += scale * (dS_ij.swapaxes(-1, -2) @ Q_i)        # (..., Bc, E) line 16
         return dQ, dK, dV

@@ -12,7 +12,8 @@ without chapter 4's hooks; part 8 encoding 1 MB of text with chapter 5's Qwen to
 installed; part 9 generation on Qwen3-0.6B's shape against transformers, and against the bound that
 the machine's memory bandwidth sets; part 10 the key/value cache's bytes per token and a step of
 generation for multi-head, grouped-query, multi-query and latent attention; part 11 a forward pass
-of ViT-B/16's shape against transformers. What is reported is
+of ViT-B/16's shape against transformers; part 13 transcribing 30 seconds of audio with
+whisper-tiny's shape against transformers. What is reported is
 the median over rounds of the per-round ratio, never a lone absolute time. BLAS runs on one
 thread, so that the ratios compare the work done, not how it was spread over cores.
 
@@ -34,6 +35,9 @@ thread, so that the ratios compare the work done, not how it was spread over cor
                           and latent attention; DeepSeek-V2's own table
     vit_forward.py    11. classifying a batch of images with ViT-B/16's shape (chapter 6),
                           against transformers' ViTForImageClassification
+    whisper_generation.py
+                      13. encoding 30 s of audio and writing 32 tokens greedily with
+                          whisper-tiny's shape (chapter 6), against transformers' Whisper
 
 `python -m tinyattn bench 3 5` runs only those parts.
 """
@@ -54,12 +58,28 @@ from tinyattn_tools.bench.overhead import bench_chain
 from tinyattn_tools.bench.tokenizer_speed import bench_tokenizers
 from tinyattn_tools.bench.training import bench_training_step
 from tinyattn_tools.bench.vit_forward import bench_vit
+from tinyattn_tools.bench.whisper_generation import bench_whisper
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-PARTS = {1: bench_chain, 2: bench_attention, 3: bench_training_step, 4: bench_long_attention,
-         5: lambda rounds, torch: bench_generation(rounds), 6: bench_gpt2_generation,
-         7: bench_hooks, 8: bench_tokenizers, 9: bench_open_generation, 10: bench_cache_table,
-         11: bench_vit}
+PARTS = {   # number: (what it measures, in a few words; the function that runs it)
+    1: ("per-op cost", bench_chain),
+    2: ("attention", bench_attention),
+    3: ("a training step", bench_training_step),
+    4: ("attention at long lengths", bench_long_attention),
+    5: ("generation with and without the cache", lambda rounds, torch: bench_generation(rounds)),
+    6: ("generation on GPT-2 small's shape", bench_gpt2_generation),
+    7: ("a training step with and without chapter 4's hooks", bench_hooks),
+    8: ("tokenizers on 1 MB of text", bench_tokenizers),
+    9: ("generation on Qwen3-0.6B's shape and the memory-bandwidth bound", bench_open_generation),
+    10: ("the key/value cache per token for each kind of attention", bench_cache_table),
+    11: ("ViT-B/16's forward", bench_vit),
+    13: ("Whisper-tiny's shape: 30 s of audio transcribed", bench_whisper),
+}
+
+
+def parts_listed():
+    """'1 per-op cost, 2 attention, ...': the parts as the help lists them."""
+    return ", ".join(f"{number} {title}" for number, (title, _) in PARTS.items())
 
 
 def run_with_one_blas_thread(argv):
@@ -81,11 +101,10 @@ def positive_int(text):
 
 
 def part_number(text):
-    value = int(text)
-    if value not in PARTS:
-        raise argparse.ArgumentTypeError(f"the parts are {', '.join(map(str, PARTS))}, "
-                                         f"got {value}")
-    return value
+    if not text.isdigit() or int(text) not in PARTS:
+        raise argparse.ArgumentTypeError(f"no part {text!r}: the parts are {min(PARTS)} to "
+                                         f"{max(PARTS)} ({parts_listed()})")
+    return int(text)
 
 
 def parse(argv):
@@ -112,4 +131,5 @@ def main(argv):
     print(f"NumPy {np.__version__}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
     for number in args.parts:
         print(f"\n{number}. ", end="")
-        PARTS[number](args.rounds, torch)
+        _, run = PARTS[number]
+        run(args.rounds, torch)

@@ -3,13 +3,13 @@ one width, the bytes the cache holds per token (`cache.nbytes`, checked against 
 the time a step of generation takes on a long cache; then DeepSeek-V2's own table, its formulas
 at its sizes.
 
-The models are chapter 5's OpenDecoder with random float32 weights, each of the four kinds of
-attention (`KINDS`), the rest alike: the shape of demo 11's tiny GPT (width 128, 4 layers, 4
-heads of 32), as demo 20 trains them. Each model first reads a prompt of `context` tokens for
-`batch` sequences (in chunks, so that no score matrix is larger than a chunk's), then writes
-greedily; a round times `steps` steps of each model, the models interleaved, so that the cache
-grows alike for all. The time is processor time (`time.process_time`): on a shared machine the
-time spent waiting for a core is left out alike.
+The models are chapter 5's Llama (DeepseekV3 without experts for latent attention) with random
+float32 weights, each of the four kinds of attention (`KINDS`), the rest alike: the shape of demo
+11's tiny GPT (width 128, 4 layers, 4 heads of 32), as demo 20 trains them. Each model first reads a
+prompt of `context` tokens for `batch` sequences (in chunks, so that no score matrix is larger than
+a chunk's), then writes greedily; a round times `steps` steps of each model, the models interleaved,
+so that the cache grows alike for all. The time is processor time (`time.process_time`): on a shared
+machine the time spent waiting for a core is left out alike.
 
 What a step costs. Each step reads every weight once and every cached number once (and copies
 the cache, which grows by concatenation), and runs some 150 small ops whose cost per op in
@@ -32,7 +32,7 @@ LATENT = nn.LatentSettings(kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_di
                            v_head_dim=32)
 KINDS = {"multi-head": dict(num_kv_heads=4), "grouped-query": dict(num_kv_heads=2),
          "multi-query": dict(num_kv_heads=1),
-         "latent": dict(num_kv_heads=4, latent=LATENT,
+         "latent": dict(num_kv_heads=4, latent=LATENT, model_type="deepseek_v3",
                         head_dim=LATENT.qk_nope_head_dim + LATENT.qk_rope_head_dim)}
 CONTEXT, BATCH, STEPS, CHUNK = 1024, 4, 4, 128
 # DeepSeek-V2 (Table 1 of the paper, and its sizes): heads, head_dim, layers, d_c, d_R; groups
@@ -41,6 +41,11 @@ DEEPSEEK_V2 = dict(n_h=128, d_h=128, l=60, d_c=512, d_R=64, n_g=8)
 
 def settings_of(kind, **sizes):
     return nn.DecoderSettings(**{**WIDTH, **KINDS[kind], **sizes})
+
+
+def model_of(settings, dtype=None):
+    """The model of the settings' family (nn.open_checkpoints.MODELS)."""
+    return nn.open_checkpoints.MODELS[settings.model_type](settings, dtype=dtype)
 
 
 def numbers_per_token(settings):
@@ -54,11 +59,12 @@ def numbers_per_token(settings):
 
 
 def models(seed=0, **sizes):
-    """{kind: a float32 OpenDecoder of random weights}, one per kind of attention."""
+    """{kind: a float32 model of random weights}, one per kind of attention: a Llama, or a
+    DeepseekV3 without experts for latent attention."""
     built = {}
     for kind in KINDS:
         ta.manual_seed(seed)
-        built[kind] = nn.OpenDecoder(settings_of(kind, **sizes), dtype=np.float32).eval()
+        built[kind] = model_of(settings_of(kind, **sizes), dtype=np.float32).eval()
     return built
 
 
@@ -89,7 +95,7 @@ def writer(model, cache, tokens):
 
 def measure(decoders, rounds, context=CONTEXT, batch=BATCH, steps=STEPS, seed=0):
     """{kind: {"formula", "numbers", "bytes_per_token", "formula_bytes", "seconds_per_step",
-    "vs_multi_head"}} for decoders {kind: OpenDecoder}: the cache's bytes per token after the
+    "vs_multi_head"}} for decoders {kind: model}: the cache's bytes per token after the
     prompt (nbytes / (batch * context)), and the median seconds of a step over `rounds`
     interleaved rounds of `steps` steps."""
     vocab = next(iter(decoders.values())).settings.vocab_size

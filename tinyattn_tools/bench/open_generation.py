@@ -1,15 +1,15 @@
-"""Generation on Qwen3-0.6B's shape: tokens per second of chapter 5's `OpenDecoder.generate` (with
+"""Generation on Qwen3-0.6B's shape: tokens per second of chapter 5's `Qwen3.generate` (with
 its key/value cache) against Hugging Face transformers' `generate`, when transformers and PyTorch
 are installed, and the share of the memory-bandwidth bound that each reaches.
 
-The model is built from QWEN3_0_6B_CONFIG, Qwen3-0.6B's own config.json (28 layers, width 1024, 16
-query heads on 8 key/value heads of 128, feed-forward 3072, vocabulary 151,936, the head tied to
-the embedding: 596,049,920 parameters), read as `nn.from_pretrained` reads it, with random float32
-weights (tinyattn's initialisation): no download, and speed does not depend on what the weights
-are. `save_pretrained` writes them and transformers reads them back, so both run the same model:
-before anything is timed, their logits for 8 random tokens must agree within API.md's float32
-tolerance and their greedy tokens must be the same (with random weights the greedy tokens soon
-repeat one token, so the logits are the finer check).
+The model is built from QWEN3_0_6B_CONFIG (nn/qwen3.py), Qwen3-0.6B's own config.json (28 layers,
+width 1024, 16 query heads on 8 key/value heads of 128, feed-forward 3072, vocabulary 151,936, the
+head tied to the embedding: 596,049,920 parameters), read as `nn.from_pretrained` reads it, with
+random float32 weights (tinyattn's initialisation): no download, and speed does not depend on what
+the weights are. `save_pretrained` writes them and transformers reads them back, so both run the
+same model: before anything is timed, their logits for 8 random tokens must agree within chapter
+5's float32 tolerance, 1e-4 * max(1, max |logit|), and their greedy tokens must be the same (with
+random weights the greedy tokens soon repeat one token, so the logits are the finer check).
 
 The bound. Writing one token multiplies the new token's vector by every weight matrix once, the 196
 of the blocks and the head's (the tied embedding, all of its 151,936 rows): every parameter read
@@ -40,22 +40,11 @@ import numpy as np
 
 import tinyattn as ta
 from tinyattn.nn.open_checkpoints import settings_from_config
+from tinyattn.nn.qwen3 import QWEN3_0_6B_CONFIG
 from tinyattn_tools.bench.gpt2_generation import (tinyattn_generate, transformers_found,
                                                   transformers_generate)
 from tinyattn_tools.bench.timing import interleaved, median_ratio
 
-# config.json of Qwen/Qwen3-0.6B (tinyattn_tools/download.py's revision), in the hub's key order:
-# written as transformers writes a config.json, these are its bytes (tests/test_download.py)
-QWEN3_0_6B_CONFIG = {
-    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
-    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
-    "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
-    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
-    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
-    "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
-}
 PROMPT_LENGTH, NEW_TOKENS = 1, 32
 CHECKED_LENGTH = 8              # the tokens whose logits are compared first
 OPEN_ROUNDS = 5                 # at most: a round writes 2 x 32 tokens of a 0.6B-parameter model
@@ -64,11 +53,11 @@ PRODUCT_STEPS = 8               # steps of the products alone timed in a round
 
 
 def qwen3_model(seed=0, **sizes):
-    """An OpenDecoder of Qwen3-0.6B's config (or with `sizes`, config.json's keys, changed), its
-    weights random, float32, in eval mode."""
+    """A Qwen3 (nn/qwen3.py) of Qwen3-0.6B's config (or with `sizes`, config.json's keys,
+    changed), its weights random, float32, in eval mode."""
     settings = settings_from_config({**QWEN3_0_6B_CONFIG, **sizes}, "Qwen3-0.6B's config.json")
     ta.manual_seed(seed)
-    return ta.nn.OpenDecoder(settings, dtype=np.float32).eval()
+    return ta.nn.Qwen3(settings, dtype=np.float32).eval()
 
 
 def transformers_model(model, folder):

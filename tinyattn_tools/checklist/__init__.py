@@ -8,25 +8,28 @@ a row is. The test suite runs these same tables (tests/test_ops.py, tests/test_c
 what a user runs here is what the continuous integration runs.
 """
 import argparse
+import itertools
+import textwrap
 from typing import NamedTuple
 
 import numpy as np
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn_tools.checklist import (chapter5, decoder_experts, diffusion_transformer,
+from tinyattn_tools.checklist import (chapter5, clip, decoder_experts, diffusion_transformer,
                                      efficient_attention, fused, latent_and_experts, layers,
                                      lora, ops, positions, t5, vit, whisper)
 from tinyattn_tools.checklist.cases import fused_and_composed, op_check
 from tinyattn.gradient_check import compare_gradients
 
 TABLES = [ops, layers, fused, positions, efficient_attention, decoder_experts, lora, chapter5,
-          latent_and_experts, whisper, vit, diffusion_transformer, t5]
+          latent_and_experts, whisper, vit, diffusion_transformer, t5, clip]
 OP_CASES = [case for table in TABLES for case in getattr(table, "OP_CASES", ())]
 LAYER_CASES = [case for table in TABLES for case in getattr(table, "LAYER_CASES", ())]
 FUSED_CASES = [case for table in TABLES for case in getattr(table, "FUSED_CASES", ())]
 
 ATOL, RTOL = 1e-7, 1e-5     # tighter than gradcheck's defaults: float64 differences are this good
+NAME_WIDTH, INPUTS_WIDTH = 38, 24    # the table fits 100 columns; longer names and inputs wrap
 REL_FLOOR = 1e-4            # relative errors are reported where |numerical| is above this; below
                             # it the rounding error of the differences (~1e-10) dominates them
 
@@ -96,18 +99,23 @@ def main(argv=()):
     if not checks:
         print(f"no check matches {args.pattern!r}")
         return 2
-    width = max(len(name) for name, _ in checks)
-    print(f"{'check':<{width}} {'inputs':<40} {'numbers':>7} {'max abs':>9} {'max rel':>9}  result")
+    name_width = min(max(len(name) for name, _ in checks), NAME_WIDTH)
+    print(f"{'check':<{name_width}} {'inputs':<{INPUTS_WIDTH}} {'numbers':>7} {'max abs':>9} "
+          f"{'max rel':>9}  result")
     failed = 0
     for _, check in checks:
         result = check()
         failed += not result.passed
-        print(f"{result.name:<{width}} {result.shapes:<40} {result.compared:>7} "
+        names = textwrap.wrap(result.name, name_width)
+        shapes = textwrap.wrap(result.shapes, INPUTS_WIDTH) or [""]
+        print(f"{names[0]:<{name_width}} {shapes[0]:<{INPUTS_WIDTH}} {result.compared:>7} "
               f"{result.max_abs:>9.1e} {result.max_rel:>9.1e}  "
               f"{'pass' if result.passed else 'FAIL'}", flush=True)
+        for more_name, more_shapes in itertools.zip_longest(names[1:], shapes[1:], fillvalue=""):
+            print(f"{more_name:<{name_width}} {more_shapes}".rstrip())
     print(f"\n{len(checks) - failed} of {len(checks)} checks pass.\n"
           "Every gradient element (large inputs: random directions) against central differences "
           "in float64\n(fused ops: output and gradients against the primitive ops they replace);"
           f"\na number passes when |analytical - numerical| <= {ATOL:g} + {RTOL:g} "
-          f"|numerical|. 'max rel' looks at numbers above {REL_FLOOR:g}.")
+          f"|numerical|.\n'max rel' looks at numbers above {REL_FLOOR:g}.")
     return 1 if failed else 0

@@ -1,7 +1,7 @@
 """The checklist's rows for chapter 5, the pieces of today's open models: RMSNorm, SiLU and the
 rotate-half rotary as ops (against NumPy, finite differences, and the chains of primitive ops
 they replace), grouped-query attention (against SDPA on key/value heads repeated by indexing, the
-chain it replaces), and the layers and decoder built from them, one row per family's switches.
+chain it replaces), the layers built from them, and each family's model on its page.
 
 Gemma's norms scale by 1 + weight, with weights that start at zero, and QK-norm has gains of its
 own: every row here gives the norms random gains first (`off_their_start`), so that a backward
@@ -104,12 +104,18 @@ def built(make, *input_shapes, **kwargs):
     return build
 
 
+def attention_settings(**changes):
+    """DecoderSettings of TINY's sizes (E 8, 4 query heads on 2 of 4 features) for an attention
+    layer alone."""
+    return nn.DecoderSettings(**{**TINY, **changes})
+
+
 def cached_attention_step():
     """Six tokens into a sliding layer's cache (window 3), then two more: their output, which
     reaches the first six only through the cached keys and values (QK-norm, llama3 rotary)."""
     ta.manual_seed(0)
-    attention = off_their_start(nn.GroupedQueryAttention(8, 4, 2, head_dim=4, qk_norm=True,
-                                                         rope_scaling=LLAMA3, window=3))
+    attention = off_their_start(nn.qwen3.Qwen3Attention(
+        attention_settings(rope_scaling=LLAMA3), window=3))
     x, = leaves((2, 8, 8))
 
     def step(x, *parameters):
@@ -135,12 +141,25 @@ SWITCHES = {      # Llama 3: llama3 rotary, biases, an untied head; Qwen3: QK-no
 }
 
 
-def decoder(switches, cached=False):
-    """An OpenDecoder with the given switches on fixed ids (5 tokens, longer than the window);
-    `cached`: the last two positions' logits after the first three went into a cache."""
+# each family's page (nn/llama.py, qwen3.py, gemma3.py), its switches on: (class, settings)
+FAMILIES = {
+    "Llama": (nn.Llama, dict(SWITCHES["Llama 3's switches"], model_type="llama")),
+    "Mistral": (nn.Mistral, dict(sliding_window=2, layer_types=("sliding",) * 2,
+                                 model_type="mistral")),
+    "Qwen2": (nn.Qwen2, dict(qkv_bias=True, sliding_window=2, layer_types=("full", "sliding"),
+                             model_type="qwen2")),
+    "Qwen3": (nn.Qwen3, dict(SWITCHES["Qwen3's switches"], model_type="qwen3")),
+    "Gemma 3": (nn.Gemma3, dict(SWITCHES["Gemma 3's switches"], model_type="gemma3_text")),
+}
+
+
+def family_model(family, cached=False):
+    """The family's model (FAMILIES) on fixed ids (5 tokens, longer than the window); `cached`:
+    the last two positions' logits after the first three went into a cache."""
     def build():
         ta.manual_seed(0)
-        model = off_their_start(nn.OpenDecoder(nn.DecoderSettings(**{**TINY, **switches})))
+        model_class, switches = FAMILIES[family]
+        model = off_their_start(model_class(nn.DecoderSettings(**{**TINY, **switches})))
         return language_model_logits(model, cached)
     return build
 
@@ -179,20 +198,21 @@ LAYER_CASES = [
     LayerCase("GatedFeedForward, SwiGLU", built(lambda: nn.GatedFeedForward(4, 6), (2, 3, 4))),
     LayerCase("GatedFeedForward, GeGLU, biases",
               built(lambda: nn.GatedFeedForward(4, 6, "gelu_tanh", bias=True), (2, 3, 4))),
-    LayerCase("GroupedQueryAttention (QK-norm, Qwen2's biases)",
-              built(lambda: nn.GroupedQueryAttention(8, 4, 2, head_dim=6, qk_norm=True,
-                                                     qkv_bias=True), (2, 5, 8))),
-    LayerCase("GroupedQueryAttention, window 2, Gemma's norms and scale",
-              built(lambda: nn.GroupedQueryAttention(8, 4, 1, head_dim=4, qk_norm=True,
-                                                     norm_unit_offset=True, window=2, scale=0.4,
-                                                     rope_base=100.0), (2, 5, 8))),
-    LayerCase("GroupedQueryAttention, cached sliding step (random directions)",
+    LayerCase("Qwen3Attention (QK-norm, q, k, v and out biases)",
+              built(lambda: nn.qwen3.Qwen3Attention(attention_settings(
+                  head_dim=6, qkv_bias=True, out_bias=True)), (2, 5, 8))),
+    LayerCase("Gemma3Attention, window 2 (Gemma's norms, scale and local base)",
+              built(lambda: nn.gemma3.Gemma3Attention(attention_settings(
+                  num_kv_heads=1, query_pre_attn_scalar=6.25, rope_theta=1000.0,
+                  local_rope_theta=100.0), window=2), (2, 5, 8))),
+    LayerCase("Qwen3Attention, cached sliding step (random directions)",
               cached_attention_step, directions=6),
-    *[LayerCase(f"OpenDecoder, {name} (random directions)", decoder(switches), directions=4)
-      for name, switches in SWITCHES.items()],
-    LayerCase("OpenDecoder, Gemma 3's switches, cached step (random directions)",
-              decoder(SWITCHES["Gemma 3's switches"],
-                      cached=True), directions=4),
+    *[LayerCase(f"{family} (random directions)", family_model(family), directions=4)
+      for family in FAMILIES],
+    LayerCase("Qwen3, cached step (random directions)", family_model("Qwen3", cached=True),
+              directions=4),
+    LayerCase("Gemma 3, cached step (random directions)", family_model("Gemma 3", cached=True),
+              directions=4),
 ]
 
 FUSED_CASES = [

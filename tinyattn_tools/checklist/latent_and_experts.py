@@ -124,13 +124,13 @@ def routing_margin(experts, x, eps=1e-6):
     return float(min(gaps)), float(step)
 
 
-def mixture_decoder(switches, cached=False):
-    """As chapter5.py's `decoder` (5 fixed tokens; `cached`: the last two after the first three
-    went into a cache), with its routers' choice biases drawn."""
+def mixture_decoder(switches, cached=False, model_class=nn.Qwen3Moe):
+    """As chapter5.py's `family_model` (5 fixed tokens; `cached`: the last two after the first
+    three went into a cache), a model of `model_class` with its routers' choice biases drawn."""
     def build():
         ta.manual_seed(0)
         settings = nn.DecoderSettings(**{**TINY, **switches})
-        model = with_random_bias(off_their_start(nn.OpenDecoder(settings)))
+        model = with_random_bias(off_their_start(model_class(settings)))
         ids = np.array([[1, 4, 4, 2, 0], [6, 5, 1, 1, 3]])
 
         def logits(*parameters):
@@ -154,6 +154,14 @@ MIXTURE_SWITCHES = {
         experts=nn.ExpertSettings(**{**DEEPSEEK_V3, "hidden_dim": 4}, dense_layers=(0,))),
 }
 
+# each family's page (nn/qwen3_moe.py, nn/deepseek_v3.py): (class, settings)
+MIXTURE_FAMILIES = {
+    "Qwen3-MoE": (nn.Qwen3Moe, dict(MIXTURE_SWITCHES["Qwen3-MoE's switches"],
+                                    model_type="qwen3_moe")),
+    "DeepSeek-V3": (nn.DeepseekV3, dict(MIXTURE_SWITCHES["DeepSeek-V3's switches"],
+                                        model_type="deepseek_v3")),
+}
+
 OP_CASES = [
     OpCase("sigmoid", F.sigmoid, np_sigmoid, ((3, 4),)),
     OpCase("sigmoid, large inputs", lambda x: F.sigmoid(8.0 * x), lambda x: np_sigmoid(8.0 * x),
@@ -169,11 +177,11 @@ LAYER_CASES = [
     LayerCase("RoutedExperts, DeepSeek-V3's router (sigmoid, bias, groups, shared)",
               routed_experts(DEEPSEEK_V3)),
     LayerCase("load_balancing_loss, two Qwen3-MoE layers", balanced_pair()),
-    *[LayerCase(f"OpenDecoder, {name} (random directions)", mixture_decoder(switches),
-                directions=4) for name, switches in MIXTURE_SWITCHES.items()],
-    LayerCase("OpenDecoder, DeepSeek-V3's switches, cached step (random directions)",
-              mixture_decoder(MIXTURE_SWITCHES["DeepSeek-V3's switches"], cached=True),
-              directions=4),
+    *[LayerCase(f"{name} (random directions)", mixture_decoder(switches, model_class=page),
+                directions=4) for name, (page, switches) in MIXTURE_FAMILIES.items()],
+    LayerCase("DeepSeek-V3, cached step (random directions)",
+              mixture_decoder(MIXTURE_FAMILIES["DeepSeek-V3"][1], cached=True,
+                              model_class=nn.DeepseekV3), directions=4),
 ]
 
 FUSED_CASES = [

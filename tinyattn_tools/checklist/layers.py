@@ -5,6 +5,7 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
+from tinyattn.nn.multi_head_attention import MultiHeadAttention     # chapter 1's layer itself
 from tinyattn_tools.checklist.cases import LayerCase, function, layer, leaves
 from tinyattn_tools.checklist.positions import language_model
 
@@ -93,20 +94,20 @@ LAYER_CASES = [
     LayerCase("Embedding", embedding),
     LayerCase("PositionalEncoding", layer(lambda: nn.PositionalEncoding(6, max_len=8), (2, 5, 6))),
     LayerCase("FeedForward", layer(lambda: nn.FeedForward(4, 8), (2, 3, 4))),
-    LayerCase("MultiHeadAttention, self", layer(lambda: nn.MultiHeadAttention(8, 2), (2, 3, 8))),
+    LayerCase("MultiHeadAttention, self", layer(lambda: MultiHeadAttention(8, 2), (2, 3, 8))),
     LayerCase("MultiHeadAttention, cross",
-              layer(lambda: nn.MultiHeadAttention(8, 2), (2, 3, 8), (2, 5, 8))),
+              layer(lambda: MultiHeadAttention(8, 2), (2, 3, 8), (2, 5, 8))),
     LayerCase("MultiHeadAttention, cross, key != value",
-              layer(lambda: nn.MultiHeadAttention(8, 2), (2, 3, 8), (2, 5, 8), (2, 5, 8))),
+              layer(lambda: MultiHeadAttention(8, 2), (2, 3, 8), (2, 5, 8), (2, 5, 8))),
     LayerCase("MultiHeadAttention, causal and padding",
-              layer(lambda: nn.MultiHeadAttention(8, 4), (2, 4, 8), attn_mask=PADDING,
+              layer(lambda: MultiHeadAttention(8, 4), (2, 4, 8), attn_mask=PADDING,
                     is_causal=True)),
     LayerCase("TransformerBlock",
               layer(lambda: nn.TransformerBlock(8, 2, hidden_dim=16), (2, 4, 8))),
     LayerCase("TransformerBlock, causal",
               layer(lambda: nn.TransformerBlock(8, 2, hidden_dim=16), (2, 4, 8), is_causal=True)),
     LayerCase("MultiHeadAttention, E=64 (random directions)",
-              layer(lambda: nn.MultiHeadAttention(64, 8), (2, 6, 64)), directions=4),
+              layer(lambda: MultiHeadAttention(64, 8), (2, 6, 64)), directions=4),
     LayerCase("CausalTransformer (random directions)",
               language_model("sinusoidal", num_layers=2), directions=4),
     # GPT-2's shape: the head is the embedding, so embed.weight's gradient sums both uses

@@ -6,7 +6,6 @@ import numpy as np
 import tinyattn as ta
 import tinyattn.functional as F
 import tinyattn.nn as nn
-from tinyattn.functional.scaled_dot_product import causal_mask
 from tinyattn_tools.checklist.cases import (LayerCase, OpCase, function,
                                             language_model_logits, layer, leaves)
 
@@ -21,18 +20,17 @@ def np_rope(x, offset=0, base=10000.0):
 
 
 def cached_attention_step():
-    """Three tokens run through attention into a KVCache, then two more: the output of those two,
-    which reach the first three only through the cache (with rope, and the causal mask aligned at
-    the end)."""
+    """Three tokens run through attention into a LayerCache, then two more at positions 3 and 4:
+    the output of those two, which reach the first three only through the cache (with rope, and
+    is_causal letting the new queries see the cached keys)."""
     ta.manual_seed(0)
     attention = nn.MultiHeadAttention(8, 2, rope=True)
     x, = leaves((2, 5, 8))
 
     def step(x, *parameters):
-        cache = nn.KVCache(attention)
-        with cache.attached():
-            attention(x[:, :3], is_causal=True)
-            return attention(x[:, 3:], attn_mask=causal_mask(2, 5, offset=3))[0]   # (2, 2, 8)
+        cache = nn.LayerCache()
+        attention(x[:, :3], is_causal=True, cache=cache)
+        return attention(x[:, 3:], is_causal=True, start=3, cache=cache)[0]     # (2, 2, 8)
     return step, [x, *attention.parameters()]
 
 
@@ -62,8 +60,13 @@ LAYER_CASES = [
                        attn_mask=F.alibi_bias(4, 5), is_causal=True)),
     LayerCase("MultiHeadAttention, rope, causal",
               layer(lambda: nn.MultiHeadAttention(8, 2, rope=True), (2, 5, 8), is_causal=True)),
+    LayerCase("MultiHeadAttention, rope, cross, key != value, from position 3",
+              layer(lambda: nn.MultiHeadAttention(8, 2, rope=True), (2, 3, 8), (2, 5, 8),
+                    (2, 5, 8), start=3)),
     LayerCase("MultiHeadAttention, cached step (rope, random directions)", cached_attention_step,
               directions=6),
+    LayerCase("CausalBlock, rope, causal",
+              layer(lambda: nn.CausalBlock(8, 2, rope=True), (2, 5, 8), is_causal=True)),
     *[LayerCase(f"CausalTransformer, {positional} (random directions)",
                 language_model(positional), directions=4)
       for positional in ("learned", "rope", "alibi", "none")],

@@ -10,12 +10,12 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.functional as F
-import tinyattn.nn as nn
 from tinyattn import engine
 from tinyattn.engine import Function
 from tinyattn.ops.elementwise import Tanh
 from tinyattn import gradient_check
 from tinyattn.gradient_check import unit
+from tinyattn.nn.multi_head_attention import MultiHeadAttention    # chapter 1's, which it blanks
 from tinyattn_tools.exercises.checks import (float32, forward_rows, gradient_rows, leaves, raises,
                                              row_check, same)
 from tinyattn_tools.exercises.exercise import Exercise, WrongVersion as Wrong
@@ -642,6 +642,8 @@ LOG_SOFTMAX = Exercise(
         Wrong("only the diagonal of the Jacobian",
               (("grad - np.exp(out) * grad.sum(axis=axis, keepdims=True)",
                 "grad * (1 - np.exp(out))"),)),
+        Wrong("np used without importing it (tinyattn's module imports it, the file does not)",
+              (("import numpy as np\n", ""),)),
     ),
 )
 
@@ -965,10 +967,11 @@ ATTENTION = Exercise(
 
 
 def multi_head_outputs():
-    """Outputs and weights: self, cross, key != value, causal with padding, and causal with rope
-    (rope works through the q and k hooks)."""
+    """Outputs and weights: self, cross, key != value, causal with padding, and causal with
+    functions on the hook points of the queries, keys and values (chapter 4's hooks replace them
+    there)."""
     ta.manual_seed(0)
-    layer, rotary = nn.MultiHeadAttention(12, 3), nn.MultiHeadAttention(12, 3, rope=True)
+    layer = MultiHeadAttention(12, 3)
     random = np.random.default_rng(0)
     x, memory, values = (ta.tensor(random.standard_normal(shape)) for shape in
                          ((2, 4, 12), (2, 6, 12), (2, 6, 12)))
@@ -979,42 +982,24 @@ def multi_head_outputs():
     found = {}
     for case, (inputs, kwargs) in cases.items():
         found[f"{case}: output"], found[f"{case}: weights"] = layer(*inputs, **kwargs)
-    found["causal with rope: output"] = rotary(x, is_causal=True)[0]
+    with layer.hooks({"q": lambda q: q * 2.0, "k": lambda k: k * 3.0, "v": lambda v: -v}):
+        found["causal, q, k and v replaced at their hook points: output"] = layer(
+            x, is_causal=True)[0]
     return found
 
 
 def multi_head_in_eval():
     """A layer with dropout, in eval mode: no weight is dropped."""
     ta.manual_seed(0)
-    layer = nn.MultiHeadAttention(8, 2, dropout=0.5)
+    layer = MultiHeadAttention(8, 2, dropout=0.5)
     layer.eval()
     out, weights = layer(ta.tensor(np.random.default_rng(2).standard_normal((2, 3, 8))))
     return {"output": out, "weights": weights}
 
 
-def cache_and_whole():
-    """Fed a few tokens at a time through chapter 2's KVCache, which works through the layer's
-    "k" and "v" hooks, and whole (with rope, which works through its "q" and "k" hooks: the
-    positions continue after the cached keys): causal, and causal with padding."""
-    ta.manual_seed(0)
-    layer = nn.MultiHeadAttention(8, 2, rope=True)
-    x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)))
-    padding = np.array([[True, False, True, True, True], [True, True, True, False, True]])
-    found = {}
-    for case, mask in (("causal", np.ones((2, 5), bool)), ("causal with padding", padding)):
-        allowed = mask[:, None, None, :] & np.tril(np.ones((5, 5), bool))     # (B, 1, L, S)
-        cache, steps = nn.KVCache(layer), []
-        for start, stop in ((0, 2), (2, 3), (3, 5)):
-            with cache.attached():
-                steps.append(layer(x[:, start:stop], attn_mask=allowed[..., start:stop, :stop])[0])
-        found[f"{case}: a few at a time"] = ta.concatenate(steps, axis=1)
-        found[f"{case}: whole"] = layer(x, attn_mask=allowed)[0]
-    return found
-
-
 def multi_head_float32(x):
     ta.manual_seed(0)
-    layer = nn.MultiHeadAttention(8, 2, dtype=x.dtype)
+    layer = MultiHeadAttention(8, 2, dtype=x.dtype)
     return layer(x, is_causal=True)[0]
 
 
@@ -1025,13 +1010,11 @@ MULTI_HEAD = Exercise(
                "shapes) and MultiHeadAttention's docstring; Module.hook in "
                "tinyattn/nn/module.py; attention_weights",
     checks=(
-        same("outputs and weights: self, cross, causal with padding, rope", multi_head_outputs),
+        same("outputs and weights: self, cross, causal with padding, hooked q, k and v",
+             multi_head_outputs),
         same("a layer with dropout, in eval mode: nothing dropped", multi_head_in_eval),
-        same("a few tokens at a time through a KVCache, and the whole sequence, with masks",
-             cache_and_whole),
         gradient_rows("MultiHeadAttention, self", "MultiHeadAttention, cross, key != value",
-                      "MultiHeadAttention, causal and padding",
-                      "MultiHeadAttention, cached step (rope, random directions)"),
+                      "MultiHeadAttention, causal and padding"),
         float32(multi_head_float32, (2, 3, 8)),
     ),
     hints=(
@@ -1041,8 +1024,8 @@ MULTI_HEAD = Exercise(
         "then transpose to (B, H, T, D): the head axis becomes a batch axis of attention.",
         "Merge is the split undone: transpose back to (B, L, H, D) before reshaping to (B, L, E).",
         "Name the activations with self.hook(name, x) (q, k, v, weights, heads, out): it returns "
-        "x, unless a function is attached, as chapter 2's rotary positions attach to q and k and "
-        "its KVCache to k and v, putting the cached keys first: so S is the hooked keys' length.",
+        "x, unless a function is attached (chapter 4's hooks read and replace activations there), "
+        "and the rest of the forward uses what it returns.",
     ),
     wrong_versions=(
         Wrong("heads split by a reshape alone, without the transpose",
@@ -1052,7 +1035,7 @@ MULTI_HEAD = Exercise(
               (("heads.transpose(0, 2, 1, 3).reshape(B, L, E)", "heads.reshape(B, L, E)"),)),
         Wrong("the values projected by the key projection",
               (("v = self.v_proj(value)", "v = self.k_proj(value)"),)),
-        Wrong("the queries not passed through their hook point: rope never rotates them",
+        Wrong("the queries not passed through their hook point: a function there never sees them",
               (('q = self.hook("q", q.reshape(B, L, H, D).transpose(0, 2, 1, 3))',
                 'q = q.reshape(B, L, H, D).transpose(0, 2, 1, 3)'),)),
     ),
@@ -1091,6 +1074,7 @@ def adamw_in_float32():
 ADAMW = Exercise(
     "adamw", 1, "an AdamW step: moments, bias correction, decoupled weight decay",
     "tinyattn.optim", ("Adam.step", "AdamW.decay"),
+    changes=(("AdamW.decay", "p"),),          # the decay of the parameter p is its point
     read_first="the docstrings of Adam and AdamW in tinyattn/optim.py, Optimizer.gradient, and "
                "Algorithm 2 of Loshchilov & Hutter, \"Decoupled Weight Decay Regularization\"",
     checks=(

@@ -147,6 +147,9 @@ DIRECT_LOGIT_ATTRIBUTION = Exercise(
               (("+ model.ln.eps)", ")"),)),
         Wrong("sigma taken at the last position, whatever the position",
               (('resid_post"][:, position]', 'resid_post"][:, -1]'),)),
+        Wrong("the cached stream centred in place (every later reader of the cache sees it)",
+              (("    centred = stream - stream.mean(axis=-1, keepdims=True)",
+                "    stream -= stream.mean(axis=-1, keepdims=True)\n    centred = stream"),)),
     ),
 )
 

@@ -47,7 +47,7 @@ RMS_NORM = Exercise(
         forward_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one"),
         gradient_rows("rms_norm", "rms_norm, no weight", "rms_norm, eps 0.5, rows of one",
                       "RMSNorm", "RMSNorm, Gemma's 1 + weight",
-                      "GroupedQueryAttention (QK-norm, Qwen2's biases)").named(
+                      "Qwen3Attention (QK-norm, q, k, v and out biases)").named(
             "gradients vs tinyattn's: the op, nn.RMSNorm (Gemma's 1 + w too), QK-norm in "
             "attention (6 rows of the checklist)"),
         gradient_rows("rms_norm = composed", "rms_norm = composed, no weight").named(
@@ -166,9 +166,10 @@ SILU = Exercise(
 
 def masks_and_groups():
     """Outputs and gradients (the shared key/value heads' sums among them) for masks of every
-    kind: one for every head (L, S), one per head (B, H, L, S), (H, 1, S) and (1, H, L, S), a
-    float mask; groups of 3 with B, K and G all different; K = H (multi-head attention) and K = 1
-    (multi-query)."""
+    kind: one for every head (L, S), and (1, S) and (S,) that only broadcast to it (a key-padding
+    mask), one per head (B, H, L, S), (H, 1, S) and (1, H, L, S), one per sequence (B, 1, L, S),
+    a float mask; groups of 3 with B, K and G all different; K = H (multi-head attention) and
+    K = 1 (multi-query)."""
     random_numbers = np.random.default_rng(4)
     per_head = random_numbers.random((2, 4, 5, 5)) < 0.6
     per_head[..., 0] = True                                        # every query sees a key
@@ -176,7 +177,13 @@ def masks_and_groups():
     some_heads[..., 0] = True
     six_heads = random_numbers.random((1, 6, 4, 4)) < 0.6
     six_heads[..., 0] = True
+    padding = np.array([[True, True, True, False, True]])          # (1, S): key 3 is padding
+    per_sequence = random_numbers.random((2, 1, 5, 5)) < 0.6
+    per_sequence[..., 0] = True
     cases = {
+        "key-padding mask (1, S) for every head": (GQA, dict(attn_mask=padding)),
+        "mask (S,) for every head, causal": (GQA, dict(attn_mask=padding[0], is_causal=True)),
+        "per-sequence mask (B, 1, L, S)": (GQA, dict(attn_mask=per_sequence)),
         "per-head mask (B, H, L, S)": (GQA, dict(attn_mask=per_head)),
         "per-head mask (H, 1, S), causal": (GQA, dict(attn_mask=some_heads,
                                                                is_causal=True)),
@@ -215,13 +222,14 @@ GROUPED_QUERY = Exercise(
                       "grouped_query_attention = SDPA on repeated heads, MQA, mask").named(
             "output and gradients vs SDPA on key/value heads repeated by indexing "
             "(transformers' repeat_kv): 2 rows of the checklist"),
-        same("outputs and gradients, each shared head's summed over its group: masks per head "
-             "and for all heads, a float mask, K = H and K = 1", masks_and_groups),
-        gradient_rows("GroupedQueryAttention (QK-norm, Qwen2's biases)",
-                      "GroupedQueryAttention, window 2, Gemma's norms and scale",
-                      "GroupedQueryAttention, cached sliding step (random directions)").named(
-            "gradients vs tinyattn's: the layer nn.GroupedQueryAttention, a cached sliding "
-            "step too (3 rows of the checklist)"),
+        same("outputs and gradients, each shared head's summed over its group: masks per head, "
+             "per sequence and for all heads ((L, S), (1, S), (S,)), a float mask, K = H and "
+             "K = 1", masks_and_groups),
+        gradient_rows("Qwen3Attention (QK-norm, q, k, v and out biases)",
+                      "Gemma3Attention, window 2 (Gemma's norms, scale and local base)",
+                      "Qwen3Attention, cached sliding step (random directions)").named(
+            "gradients vs tinyattn's: the attention of Qwen3's and Gemma 3's pages, a cached "
+            "sliding step too (3 rows of the checklist)"),
         float32(causal_grouped_query, *GQA),
     ),
     equivalent_mutants=(
@@ -287,6 +295,10 @@ GROUPED_QUERY = Exercise(
               "need it tiled",
               (("attn_mask = np.tile(np.broadcast_to(attn_mask, (L, S)), (G, 1))",
                 "attn_mask = np.repeat(np.broadcast_to(attn_mask, (L, S)), G, axis=0)"),)),
+        Wrong("a mask for every head tiled as it came, not broadcast to (L, S) first: a (1, S) "
+              "key-padding mask tiles to (G, S), not (G L, S)",
+              (("attn_mask = np.tile(np.broadcast_to(attn_mask, (L, S)), (G, 1))",
+                "attn_mask = np.tile(attn_mask, (G, 1))"),)),
     ),
 )
 
@@ -325,8 +337,7 @@ GATED_FEED_FORWARD = Exercise(
     given=("ACTIVATIONS",),
     checks=(
         gradient_rows("GatedFeedForward, SwiGLU", "GatedFeedForward, GeGLU, biases",
-                      "OpenDecoder, Llama 3's switches (random directions)",
-                      "OpenDecoder, Gemma 3's switches (random directions)").named(
+                      "Llama (random directions)", "Gemma 3 (random directions)").named(
             "gradients vs tinyattn's: the layer (SwiGLU, GeGLU with biases), and decoders of "
             "Llama 3 and Gemma 3 built on it (4 rows of the checklist)"),
         same("the parameters a checkpoint reads: gate, up (E -> hidden) and down (hidden -> E), "
@@ -434,7 +445,8 @@ WHERE_THEY_DIFFER = [     # from GPT-2's pattern, from Qwen's, and from the near
     "1234567", "x 2024!", "12 345 6789", "DON'T", "O'REILLY", "YOU'LLAMA", "'ſx", "a.b", "\tif",
     ";\n",
     "}\n\n    x", "\r\n\r\n  ", "Ⅻ٣٤٥६७८९", "𝟙𝟚𝟛𝟜", "²³⁴⁵", "٣٤٥٦",
-]
+    "a\u0345b",     # U+0345 is a mark, not \p{L}, but its capital (Greek iota) is a letter:
+]                   # [{L}] takes it where the whole pattern ignores case
 
 
 def words_where_they_differ():
@@ -463,7 +475,8 @@ LLAMA3_SPLIT = Exercise(
     given=("LLAMA3",),
     checks=(
         same("words where the patterns differ (GPT-2's, Qwen's, near misses): digits in threes, "
-             "contractions in either case, a symbol before a word, line breaks",
+             "contractions in either case, a symbol before a word, line breaks, a mark whose "
+             "capital is a letter",
              words_where_they_differ, 0),
         same("Llama 3's words vs tinyattn's on a corpus: prose, code, numbers in many scripts, "
              "emoji, whitespace of every kind, 200 random texts from every plane",
@@ -497,6 +510,8 @@ LLAMA3_SPLIT = Exercise(
         Wrong("the braces not doubled: {1,3} in an rf-string is the tuple (1, 3)",
               (('rf"|[{N}]{{1,3}}"', 'rf"|[{N}]{1,3}"'),)),
         Wrong("contractions made case-sensitive, as GPT-2's", (('rf"(?i:\'s|', 'rf"(?:\'s|'),)),
+        Wrong("the whole pattern compiled with re.IGNORECASE, where only the contractions' group "
+              "ignores case", (('rf"|[{S}]+")', 'rf"|[{S}]+", re.IGNORECASE)'),)),
     ),
 )
 
@@ -628,7 +643,7 @@ LATENT_ABSORBED = Exercise(
              absorbed_outputs),
         gradient_rows(
             "LatentAttention, absorbed on a cache (no q_lora_rank)",
-            "OpenDecoder, DeepSeek-V3's switches, cached step (random directions)").named(
+            "DeepSeek-V3, cached step (random directions)").named(
             "gradients vs tinyattn's: the layer on a cache, and a DeepSeek-V3 decoder's cached "
             "step (2 rows of the checklist)"),
         same("gradients through the cache (q_lora_rank, biases, interleaved rotary): dL/dx and "
@@ -713,17 +728,17 @@ LATENT_ABSORBED = Exercise(
 
 SINK_SETTINGS = nn.DecoderSettings(vocab_size=11, hidden_size=16, intermediate_size=20,
                                    num_layers=2, num_heads=4, num_kv_heads=2, head_dim=4,
-                                   qk_norm=True, rope_theta=100.0)
+                                   qk_norm=True, rope_theta=100.0, model_type="qwen3")
 SINK_IDS = np.random.default_rng(0).integers(0, 11, (3, 20))   # batch 3 (not K = 2), 20 tokens
 # (window, sinks); 20 tokens run through each: over 3 of the widest window
 WINDOWS_AND_SINKS = ((5, 2), (4, 0), (1, 3), (1, 0), (6, 1))
 
 
 def sink_decoder(dtype=None):
-    """An OpenDecoder of SINK_SETTINGS (2 layers of grouped-query attention), drawn after
+    """A Qwen3 of SINK_SETTINGS (2 layers of grouped-query attention), drawn after
     ta.manual_seed(0)."""
     ta.manual_seed(0)
-    return nn.OpenDecoder(SINK_SETTINGS, dtype=dtype)
+    return nn.Qwen3(SINK_SETTINGS, dtype=dtype)
 
 
 def through_a_sink_cache(window, sinks, prompt=1, dtype=None):

@@ -1,9 +1,11 @@
 """The check process: a Python that had never imported tinyattn (forked by the grader's server,
 `serve` below), whose tinyattn is the grader's compiled copy, with the exercise's module taken
 from the grader's file that has the learner's functions in place of tinyattn's own (grader.py;
-cutting.splice writes the module). It imports them, runs the rest of the learner's file in the
-module, runs each of the exercise's checks (checks.py: the `run` half) and sends the grader what
-each computed, one message per line (messages.py); the grader judges.
+cutting.splice writes the module). It imports them, runs the rest of the learner's file (its
+imports, its own helpers) among the globals the learner's functions see (the learner's file's,
+not the module's: watching.LEARNERS_GLOBALS), runs each of the exercise's checks (checks.py: the
+`run` half) and sends the grader what each computed, one message per line (messages.py); the
+grader judges.
 
 What it adds around the learner's code:
   * the watches of watching.py, on every call of the learner's functions;
@@ -16,6 +18,7 @@ What it adds around the learner's code:
 The learner's prints go to standard error; the messages go to standard output.
 """
 import ast
+import builtins
 import contextlib
 import importlib
 import importlib.util
@@ -96,7 +99,11 @@ def run_job(job):
     try:
         with time_limit(job.seconds):
             module = importlib.import_module(job.module)
-            exec(compile(job.rest, job.file, "exec"), vars(module))   # the rest of the file
+            mine = watching.LEARNERS_GLOBALS         # the learner's file, as if it were imported
+            mine.update({name: getattr(module, name) for name in job.pieces},
+                        __name__=pathlib.Path(job.file).stem, __file__=job.file,
+                        __builtins__=builtins)
+            exec(compile(job.rest, job.file, "exec"), mine)   # the rest: its imports, its helpers
             from tinyattn_tools.exercises import catalogue
     except SystemExit as error:
         return send(load_failed=ends_the_program(error, job, "while loading"))
@@ -105,6 +112,7 @@ def run_job(job):
     if module.__file__ != job.module_file:
         return send(load_failed="the grader's module with your functions was not the one imported")
     send(loaded=True)
+    watching.CHANGED.update(catalogue.BY_NAME[job.exercise].changes)
     for index, check in enumerate(catalogue.BY_NAME[job.exercise].checks):
         send(start=index)
         message = run_check(check, job)

@@ -123,14 +123,26 @@ def list_main(argv=()):
     return 0
 
 
+ACTION_HELP = {
+    "start": "write the exercise's file into your workspace (never over a file that exists)",
+    "check": "run the exercise's checks on your file, one line per check, then a hint",
+    "hint": "show the next hint (all of them, once all were shown)",
+    "solution": "print your file as it would pass: tinyattn's own code in place of the blanks",
+}
+
+
 def main(argv=()):
     """`python -m tinyattn exercise start|check|hint|solution NAME [--dir DIR]`."""
     parser = argparse.ArgumentParser(prog="python -m tinyattn exercise",
                                      description="start, check, get a hint for, or see the "
                                                  "solution of an exercise")
-    parser.add_argument("action", choices=ACTIONS)
-    parser.add_argument("name", help="the exercise (`python -m tinyattn exercises` lists them)")
-    parser.add_argument("--dir", default=WORKSPACE, help="your workspace (default %(default)s)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in ACTIONS:
+        one = actions.add_parser(action, help=ACTION_HELP[action],
+                                 description=ACTION_HELP[action])
+        one.add_argument("name", metavar="NAME",
+                         help="the exercise (`python -m tinyattn exercises` lists them)")
+        one.add_argument("--dir", default=WORKSPACE, help="your workspace (default %(default)s)")
     args = parser.parse_args(argv)
     exercise = BY_NAME.get(args.name)
     if exercise is None:

@@ -194,7 +194,15 @@ def from_import(module_name, names):
 # ------------------------------------------------------------------------------------------------
 # The learner's units put back into the module
 
-WATCH = '@__import__("tinyattn_tools.exercises.watching", fromlist=["watched"]).watched({!r})'
+WATCHING = '@__import__("tinyattn_tools.exercises.watching", fromlist=["watching"])'
+WATCH = WATCHING + ".watched({!r})"                 # above each unit
+OWN = WATCHING + ".in_the_learners_file"            # above a method the learner added
+
+
+def pieces_of(exercise):
+    """The names of the top-level definitions the learner's file holds for the exercise: the
+    units' classes and functions, and the given helpers."""
+    return {unit.rpartition(".")[0] or unit for unit in exercise.units} | set(exercise.given)
 
 
 def splice(exercise, learner_text, learner_tree):
@@ -204,11 +212,13 @@ def splice(exercise, learner_text, learner_tree):
 
     Each unit comes as the learner wrote it, decorators included, indented to its place, with the
     grader's watch (watching.watched) as its innermost decorator; methods the learner added to a
-    unit's class come after the unit, in the class. The rest, the given helpers and the class's
-    other methods among it, is tinyattn's, as the learner's file says. The rest of the learner's
-    file is its other top-level statements (imports, helpers of the learner's own) at their
-    lines, every other line blank: the check process runs it in the module once tinyattn is
-    imported, as Python would run the learner's file, and its errors tell the learner's lines.
+    unit's class come after the unit, in the class, under watching.in_the_learners_file (both
+    give the learner's functions the globals of the learner's file in place of the module's).
+    The rest, the given helpers and the class's other methods among it, is tinyattn's, as the
+    learner's file says. The rest of the learner's file is its other top-level statements
+    (imports, helpers of the learner's own) at their lines, every other line blank: the check
+    process runs it among the learner's functions' globals once tinyattn is imported, as Python
+    would run the learner's file, and its errors tell the learner's lines.
     Raises CuttingError, naming the unit, if the learner's file lacks one."""
     _, text, tree = source_of(exercise.module)
     lines, written = text.splitlines(), learner_text.splitlines()
@@ -223,9 +233,10 @@ def splice(exercise, learner_text, learner_tree):
                      if isinstance(item, ast.FunctionDef)}
             for item in top_level(learner_tree, owner, "the file").body:
                 if isinstance(item, ast.FunctionDef) and item.name not in known:
-                    replacement += [("", None)] + taken(written, item, original.col_offset)
+                    replacement += [("", None)] + taken(written, item, original.col_offset,
+                                                        decorator=OWN)
         cut[first_line(original)] = (original.end_lineno, replacement)
-    pieces = {unit.rpartition(".")[0] or unit for unit in exercise.units} | set(exercise.given)
+    pieces = pieces_of(exercise)
     rest = [""] * len(written)
     for statement in learner_tree.body[has_docstring(learner_tree):]:
         if not pieces & set(defined_names(statement)):
@@ -242,14 +253,16 @@ def splice(exercise, learner_text, learner_tree):
     return "\n".join(spliced) + "\n", numbers, "\n".join(rest) + "\n"
 
 
-def taken(lines, node, indent, unit=None):
+def taken(lines, node, indent, unit=None, decorator=None):
     """[(text, line number)] of the lines of `node` in `lines`, decorators included, moved to
-    `indent` columns; with `unit`, the grader's watch of it just above the `def`."""
+    `indent` columns; with `unit`, the grader's watch of it just above the `def` (or another
+    `decorator` there)."""
     shift = indent - node.col_offset
+    decorator = WATCH.format(unit) if unit is not None else decorator
     taken_lines = []
     for number in range(first_line(node), node.end_lineno + 1):
-        if unit is not None and number == node.lineno:
-            taken_lines.append((" " * indent + WATCH.format(unit), number))
+        if decorator is not None and number == node.lineno:
+            taken_lines.append((" " * indent + decorator, number))
         text = lines[number - 1]
         moved = " " * shift + text if shift >= 0 else text[min(-shift, indented(text)):]
         taken_lines.append((moved, number))

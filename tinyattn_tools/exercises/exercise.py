@@ -36,6 +36,9 @@ class Exercise(NamedTuple):
     given: tuple = ()                 # helpers of the module copied into the file, for reading
     equivalent_mutants: tuple = ()    # (mutant, why it computes the same function): see
                                       # dev/exercise_mutants.py
+    changes: tuple = ()               # (unit, parameter) that the unit changes in place by
+                                      # design (an optimizer's parameter); every other input a
+                                      # learner's function leaves changed fails the check
 
     @property
     def file(self):

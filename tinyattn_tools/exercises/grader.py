@@ -7,7 +7,8 @@
    of tinyattn's (cutting.splice); the check process imports it in place of the copy's own.
    tinyattn's own files are not touched, and no object of tinyattn's is changed: there, the
    learner's code is simply the code of the module, so tinyattn's layers, doors and function
-   tables call it.
+   tables call it. Its globals are the learner's file's, not the module's (what the file imports
+   and defines: an `np` it never imported is a NameError, as anywhere else).
 3. A check process (child.py) imports that copy and runs the `run` half of each check: it sends
    back what each computed, the raw numbers, one message per check. It is forked, for each run,
    by a server process that has imported NumPy but never tinyattn (`Server`), so that a run does
@@ -41,7 +42,7 @@ import numpy as np
 import tinyattn
 import tinyattn_tools
 from tinyattn_tools.exercises import messages
-from tinyattn_tools.exercises.cutting import CuttingError, splice, unit_node
+from tinyattn_tools.exercises.cutting import CuttingError, pieces_of, splice, unit_node
 from tinyattn_tools.exercises.exercise import Measured
 
 SLACK = 20                 # seconds the grader waits for a message beyond a check's time limit
@@ -67,7 +68,8 @@ def run_checks(exercise, path, fail_fast=False, seconds=None, on_result=None):
         module_file.parent.mkdir(parents=True)
         module_file.write_text(module_text)
         job = dict(exercise=exercise.name, module=exercise.module, file=str(path), source=text,
-                   lines=lines, rest=rest, seconds=seconds, module_file=str(module_file),
+                   lines=lines, rest=rest, pieces=sorted(pieces_of(exercise)), seconds=seconds,
+                   module_file=str(module_file),
                    original=str(pathlib.Path(compiled_packages()) / exercise.file),
                    package=str(pathlib.Path(tinyattn.__file__).parent))
         process = CheckProcess(job)

@@ -6,6 +6,12 @@
     too. A rule that writes into them (`grad *= b`) gets the right numbers in a check and spoils
     another op's numbers in a real graph. So while the checks run, those arrays are read-only,
     and a write into one is told, naming the array.
+  * Inputs left changed. Whatever the learner's function was given (arrays, tensors' data, the
+    arrays in its lists, tuples and dicts, a model's parameters; not a method's own `self`) must
+    hold the same numbers once it returns: a direct logit attribution that centres the cached
+    stream in place gets the right numbers, and every later reader of the cache gets wrong ones.
+    Each is copied before the call and compared after it, but those an exercise says its unit
+    changes by design (CHANGED: AdamW.decay's parameter).
   * float32 made float64, during a float32 check: the learner's function that did it is named,
     rather than a later op of tinyattn's that only passed the float64 on.
   * Where a NaN began, when a check failed with one and runs again to find it: the learner's
@@ -15,8 +21,11 @@
 
 `watched(unit)` is the decorator the grader writes above each of the learner's functions in its
 copy of the module (cutting.splice): it counts the function's calls (a check that never ran the
-learner's code fails) and runs each call under these watches. This file imports no tinyattn module
-at its top, since that copy imports it while tinyattn is being imported.
+learner's code fails) and runs each call under these watches. It also gives the function the
+globals of the learner's file (LEARNERS_GLOBALS, `in_the_learners_file`) in place of the module's,
+so that the learner's code sees what the learner's file imports and defines, and nothing else.
+This file imports no tinyattn module at its top, since that copy imports it while tinyattn is
+being imported.
 """
 import ast
 import collections
@@ -24,16 +33,23 @@ import contextlib
 import functools
 import inspect
 import textwrap
+import types
 
 import numpy as np
 
 from tinyattn_tools.exercises.exercise import Worded
 
 CALLS = collections.Counter()      # {unit: calls of the learner's function} in this process
+LEARNERS_GLOBALS = {}              # the learner's file's globals: child.py fills them
+CHANGED = set()                    # {(unit, parameter)} changed in place by design: child.py
 
 
 class WroteIntoAGivenArray(Worded):
     """A learner's forward or backward that wrote into an array it was given."""
+
+
+class LeftAnInputChanged(Worded):
+    """A learner's function that returned with an input's numbers changed."""
 
 
 FOUND = {               # what the watches found during one run of a check (None: watch off)
@@ -56,9 +72,26 @@ def watching(kind, **raising):
         FOUND.update(previous)
 
 
+def in_the_learners_file(function):
+    """`function`, which the grader spliced into tinyattn's module, as the learner's file defines
+    it: the same code, defaults and closure (super()'s class among it), with the learner's file's
+    globals in place of the module's. The names it reads are then those the learner's file
+    imports or defines, as when the file runs on its own: tinyattn's module imports numpy as np
+    whether or not the learner's file does."""
+    mine = types.FunctionType(function.__code__, LEARNERS_GLOBALS, function.__name__,
+                              function.__defaults__, function.__closure__)
+    mine.__kwdefaults__ = function.__kwdefaults__
+    for name in ("__module__", "__qualname__", "__doc__", "__annotations__", "__dict__"):
+        setattr(mine, name, getattr(function, name))
+    return mine
+
+
 def watched(unit):
-    """The decorator of the learner's `unit`: its calls counted in CALLS, each run by `call`."""
+    """The decorator of the learner's `unit`: its globals the learner's file's, its calls counted
+    in CALLS, each run by `call`."""
     def decorate(function):
+        function = in_the_learners_file(function)
+
         @functools.wraps(function)
         def watched_function(*args, **kwargs):
             CALLS[unit] += 1
@@ -70,6 +103,7 @@ def watched(unit):
 def call(unit, function, args, kwargs):
     """function(*args, **kwargs), the learner's `unit`, run under the watches that are on."""
     given = arrays_given(unit, function, args)
+    inputs = inputs_kept(unit, function, args, kwargs)
     if FOUND["nans"] is None:
         result = guarded(unit, function, args, kwargs, given)
     else:
@@ -88,7 +122,58 @@ def call(unit, function, args, kwargs):
         if made:
             FOUND["upcasts"].append(f"your {unit} returned {sorted(map(str, made))[0]} for "
                                  "float32 input")
+    changed = [what for what, read, copy in inputs if not holds(read, copy)]
+    if changed:
+        raise LeftAnInputChanged(f"{unit} left {changed[0]} changed, an input it was given: "
+                                 "every later reader of it would see the change; compute on a "
+                                 "new array (`x - mean`, not `x -= mean`)")
     return result
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs left changed
+
+def inputs_kept(unit, function, args, kwargs):
+    """[(what, read, copy)]: every array the call was given (tensors' data, the arrays in lists,
+    tuples and dicts, a module's parameters), but a method's `self`: its name as the learner's
+    code names it, how to read it again after the call, and a copy of its numbers now."""
+    names = parameter_names(function, len(args))
+    given = list(zip(names, args))[1 if "." in unit else 0:] + list(kwargs.items())
+    kept = []
+    for name, value in given:
+        if (unit, name) not in CHANGED:
+            keep(kept, name, lambda value=value: value, depth=3)
+    return kept
+
+
+def keep(kept, what, read, depth):
+    """Add `read()` to `kept` if it is an array, else what it holds, `depth` levels down."""
+    value = read()
+    if isinstance(value, np.ndarray):
+        kept.append((what, read, value.copy()))
+    elif hasattr(value, "data") and isinstance(value.data, np.ndarray):       # a tensor
+        keep(kept, what, lambda: read().data, depth)
+    elif depth == 0:
+        return
+    elif isinstance(value, dict):
+        for key in value:
+            keep(kept, f"{what}[{key!r}]", lambda key=key: read()[key], depth - 1)
+    elif isinstance(value, (list, tuple)):
+        for i in range(len(value)):
+            keep(kept, f"{what}[{i}]", lambda i=i: read()[i], depth - 1)
+    elif callable(getattr(value, "named_parameters", None)):                 # a module
+        for name, parameter in value.named_parameters():
+            keep(kept, f"{what}.{name}", lambda parameter=parameter: parameter.data, 0)
+
+
+def holds(read, copy):
+    """Whether what `read()` gives now holds the numbers of `copy` (NaNs included), bit for bit."""
+    try:
+        now = read()
+    except (KeyError, IndexError):            # taken out of its dict or list
+        return False
+    return isinstance(now, np.ndarray) and now.dtype == copy.dtype and \
+        now.shape == copy.shape and now.tobytes() == copy.tobytes()
 
 
 # ------------------------------------------------------------------------------------------------

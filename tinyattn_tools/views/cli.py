@@ -28,15 +28,27 @@ def main(argv):
     parser = argparse.ArgumentParser(prog="python -m tinyattn view", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = parser.add_subparsers(dest="kind", required=True)
-    graph = kinds.add_parser("graph", help="the backward sweep of a small TransformerBlock")
-    graph.add_argument("--out", default="tinyattn-views/graph_view.html")
+    graph = kinds.add_parser("graph", help="the backward sweep of a small TransformerBlock",
+                             description="an interactive page stepping through the backward "
+                                         "sweep of a TransformerBlock (width 16, 2 heads) over 4 "
+                                         "tokens, every op's backward checked")
+    graph.add_argument("--out", default="tinyattn-views/graph_view.html", metavar="PATH",
+                       help="where the page is written (default %(default)s)")
     graph.add_argument("--layout", choices=("dot", "python"), default=None,
                        help="who lays the graph out (default: dot when installed)")
-    attention = kinds.add_parser("attention", help="GPT-2's attention on a text, with dL/dA")
-    attention.add_argument("folder", nargs="?", default=default_folder())
-    attention.add_argument("--text", default=TEXT)
-    attention.add_argument("--out", default="tinyattn-views/attention_view.html")
-    attention.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    attention = kinds.add_parser("attention", help="GPT-2's attention on a text, with dL/dA",
+                                 description="an interactive page of GPT-2's attention on a text, "
+                                             "per layer and head, with dL/dA of its next-token "
+                                             "loss")
+    attention.add_argument("folder", nargs="?", default=default_folder(), metavar="FOLDER",
+                           help="a GPT-2 checkpoint in Hugging Face's layout (default %(default)s, "
+                                "where `python -m tinyattn download gpt2` puts GPT-2 small)")
+    attention.add_argument("--text", default=TEXT,
+                           help="the text GPT-2 reads (default %(default)r)")
+    attention.add_argument("--out", default="tinyattn-views/attention_view.html", metavar="PATH",
+                           help="where the page is written (default %(default)s)")
+    attention.add_argument("--max-tokens", type=int, default=MAX_TOKENS, metavar="N",
+                           help="the text is cut to this many tokens (default %(default)s)")
     args = parser.parse_args(argv)
     if args.kind == "graph":
         view = block_graph_view(args.layout)
