@@ -4,11 +4,11 @@ demos themselves import `demo_tools` from that folder); so are the maintainer's 
 (regenerate, the exercises' mutants and transcript), which tests keep in step with the docs.
 
 Two runs share the tests. The README's `python -m pytest` runs every test but the slow ones named
-in SLOW below, so that it stays quick; `python -m pytest -m slow` runs those, and
-.ci/run runs both. A slow test also runs when its file is named on the command line
-(`python -m pytest tests/test_views_browser.py`). A test whose reference (torch, tokenizers, a
-browser, ...) is missing skips, and the summary counts the skips by what is missing in one line,
-with how to run them; `-rs` lists each one's reason."""
+in SLOW below, so that it stays quick; `python -m pytest -m slow` runs those, and .ci/run runs
+both. A slow test also runs when its file is named on the command line (`python -m pytest
+tests/test_views_browser.py`). A test whose reference (torch, tokenizers, a browser, ...) is
+missing skips, and the summary counts the skips by what is missing in one line, with how to run
+them; `-rs` lists each one's reason."""
 import os
 import pathlib
 import sys
@@ -150,4 +150,4 @@ def pytest_terminal_summary(terminalreporter, config):
     install = f'`pip install -e ".[{",".join(extras)}]"` installs some, ' if extras else ""
     terminalreporter.write_line(
         f"{len(skipped)} skipped, as expected without what they check against ({by_count}): "
-        f"{install}`bash .ci/run` installs all and fails where one is missing; `-rs` says why")
+        f"{install}`bash .ci/run` installs them all; `-rs` says why each skipped")
