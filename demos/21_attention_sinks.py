@@ -242,6 +242,7 @@ def plot(results, numbers, first, settings, path):
     plt = demo_tools.pyplot()
     if plt is None:
         return None
+    from matplotlib.ticker import PercentFormatter
     figure, (losses, attention) = plt.subplots(1, 2, figsize=(11, 4.2),
                                                gridspec_kw={"width_ratios": [2, 1]})
     bin_size = settings["bin"]
@@ -270,7 +271,8 @@ def plot(results, numbers, first, settings, path):
                   yticks=range(first.shape[0]),
                   title=f"attention to the first token\n(queries past {FIRST_QUERY}; even: "
                         f"{numbers['even_share_first']:.1%})")
-    figure.colorbar(image, ax=attention, shrink=0.8)
+    figure.colorbar(image, ax=attention, shrink=0.8, label="share of the attention",
+                    format=PercentFormatter(xmax=1))         # in percent, as the cells are
     losses.legend(fontsize=8)
     losses.grid(alpha=0.3)
     figure.tight_layout()
