@@ -192,7 +192,8 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
 
     `score(model, batch)` gives (loss tensor, accuracy). Before the first step and every
     `eval_every` steps the model is scored on the `held_out` batch, which it never trains on; a
-    progress line is printed every `print_every` steps (a multiple of `eval_every`). The batches
+    line of scores is printed every `print_every` steps (a multiple of `eval_every`), and a
+    `Progress` line between them. The batches
     come from a generator seeded with `seed`, so two models trained alike see exactly the same
     examples in the same order. `after_forward(model)`, if given, is called after each training
     step's forward pass; what it returns, unless None, is added to the loss before backward (an
@@ -215,6 +216,7 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
                   f"accuracy {accuracy:6.1%}   {time.perf_counter() - start:5.1f} s", flush=True)
 
     checkpoint(0)
+    progress = Progress()
     for step in range(1, steps + 1):
         loss, _ = score(model, make_batch(random, batch_size))
         extra_loss = None if after_forward is None else after_forward(model)
@@ -224,6 +226,7 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
         curves["train_loss"].append(loss.item())
         if step % eval_every == 0 or step == steps:
             checkpoint(step)
+        progress(f"  {label:<22} step {step:>4}/{steps}")
     curves["seconds"] = time.perf_counter() - start
     curves["dtype"] = str(loss.dtype)
     return curves
