@@ -107,8 +107,16 @@ def measure_costs(lengths, budget, quick=False):
                  if name != "plain" or predicted is None or predicted <= budget}
         inputs = random_inputs(length)
         rounds = 1 if quick else 5 if length <= 1024 else 3
-        times = interleaved(steps, inputs, rounds, clock=time.process_time)
-        peaks = {name: peak_memory(step, inputs) for name, step in steps.items()}
+        progress = demo_tools.Progress()     # the two longest take ~30 s each: say how far
+        times = {name: [] for name in steps}
+        for round_ in range(rounds):
+            for name, seconds in interleaved(steps, inputs, 1, clock=time.process_time).items():
+                times[name] += seconds
+            progress(f"  L = {length:>6,}: round {round_ + 1}/{rounds} timed")
+        peaks = {}
+        for name, step in steps.items():
+            peaks[name] = peak_memory(step, inputs)
+            progress(f"  L = {length:>6,}: the peak of {LABELS[name]} measured")
         if "plain" in peaks:
             plain_bytes_per_square = peaks["plain"] / length ** 2
         costs[length] = {"times": times, "peaks": peaks, "plain_predicted": predicted}

@@ -161,6 +161,7 @@ def train(model, train_data, held_out, settings):
         print_row(step, history, time.perf_counter() - start)
 
     evaluate(0)
+    progress = demo_tools.Progress()
     for step in range(steps):
         step_start = time.perf_counter()
         lr = ta.optim.warmup_cosine_lr(step, ADAMW["lr"], settings["warmup_steps"], steps, MIN_LR)
@@ -175,7 +176,7 @@ def train(model, train_data, held_out, settings):
             optimizer.step()
         history["batch_losses"].append(loss.item())
         history["step_seconds"] += time.perf_counter() - step_start
-        print_progress(step + 1, steps, loss.item(), lr)
+        progress(f"  step {step + 1}/{steps}  batch loss {loss.item():.3f}  lr {lr:.1e}")
         if (step + 1) % settings["eval_every"] == 0 or step + 1 == steps:
             evaluate(step + 1)
     history["seconds"] = time.perf_counter() - start
@@ -324,12 +325,6 @@ def print_row(step, history, elapsed):
     print("\r" + " " * 60 + "\r" if sys.stdout.isatty() else "", end="")   # the progress line
     print(f"{step:>5}  {history['train_losses'][-1]:>10.4f}  {history['val_losses'][-1]:>8.4f}  "
           f"{speed}  {elapsed:>6.1f}s", flush=True)
-
-
-def print_progress(step, steps, loss, lr):
-    """On a terminal, a line between the rows that the next one overwrites."""
-    if sys.stdout.isatty():
-        print(f"\r  step {step}/{steps}  batch loss {loss:.3f}  lr {lr:.1e}", end="", flush=True)
 
 
 def print_the_results(val_loss_all, scored, val_characters, bigram, speed, settings, quick):

@@ -126,6 +126,7 @@ def fine_tune(base, rank, code_train, evaluation, settings):
             history[text].append(tiny_gpt.held_out_loss(model, evaluation[text]))
 
     evaluate(0)
+    progress = demo_tools.Progress()
     for step in range(settings["steps"]):
         start = time.process_time()
         optimizer.lr = ta.optim.warmup_cosine_lr(step, lr, settings["warmup_steps"],
@@ -139,6 +140,8 @@ def fine_tune(base, rank, code_train, evaluation, settings):
         history["step_seconds"] += time.process_time() - start
         if (step + 1) % settings["eval_every"] == 0 or step + 1 == settings["steps"]:
             evaluate(step + 1)
+        progress(f"  fine-tuning ({'every weight' if rank is None else f'rank {rank}'}): "
+                 f"step {step + 1}/{settings['steps']}")
     history["trainable"] = sum(p.size for p in parameters)
     history["optimizer_bytes"] = sum(state.nbytes for moments in (optimizer.m, optimizer.v)
                                      for state in moments.values())

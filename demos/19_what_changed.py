@@ -82,7 +82,6 @@ full run's time, as `dev/regenerate.py` measured it, ends the demo's entry on do
 """
 import importlib
 import math
-import sys
 import textwrap
 import time
 
@@ -243,6 +242,7 @@ def train_side_by_side(models, train_data, settings, seed, learning_rate):
     losses = {name: [] for name in models}
     seconds = {name: [] for name in models}
     names = list(models)
+    progress = demo_tools.Progress()
     for step in range(steps):
         lr = ta.optim.warmup_cosine_lr(step, learning_rate, settings["warmup_steps"], steps,
                                        learning_rate / 10)
@@ -260,7 +260,8 @@ def train_side_by_side(models, train_data, settings, seed, learning_rate):
                 optimizer.step()
             seconds[name].append(time.process_time() - start)
             losses[name].append(loss.item())
-        print_progress(seed, step + 1, steps, learning_rate)
+        progress(f"  seed {seed}, lr {learning_rate:g}: step {step + 1}/{steps}",
+                 last=step + 1 == steps)
     return {name: (losses[name], seconds[name]) for name in names}
 
 
@@ -391,13 +392,6 @@ def results(ladder, high, sizes, settings):
 # entry on docs/demos.md.
 
 # %%
-def print_progress(seed, step, steps, learning_rate):
-    """On a terminal, a line that the next one overwrites."""
-    if sys.stdout.isatty():
-        end = "\n" if step == steps else ""
-        print(f"\r  seed {seed}, lr {learning_rate:g}: step {step}/{steps}", end=end, flush=True)
-
-
 def signed(value):
     return f"{value:+.3f}"
 
@@ -461,14 +455,17 @@ def plot(numbers, ladder, path):
                      f"{numbers['learning_rate']:g}\n(bar: mean; dots: the seeds)")
     losses.legend(fontsize=8, loc="upper right")
     window = max(1, numbers["steps"] // 10)
-    for i, name in enumerate(names):
+    for i, name in reversed(list(enumerate(names))):   # model 0 last: on top of model 1's
         mean_curve = np.mean(ladder[name]["batch_losses"], axis=0)
         smoothed = np.convolve(mean_curve, np.ones(window) / window, mode="valid")
-        curves.plot(np.arange(window, len(mean_curve) + 1), smoothed, label=labels[i])
+        curves.plot(np.arange(window, len(mean_curve) + 1), smoothed, color=f"C{i}",
+                    linestyle="--" if i == 0 else "-", linewidth=2 if i == 0 else 1.2,
+                    label=labels[i] + (" (dashed, on top)" if i == 0 else ""))
     curves.set(xlabel="training step", ylabel="nats per character",
                title=f"Training: each step's batch loss\n(mean of the seeds, {window}-step "
                      f"average)")
-    curves.legend(fontsize=8)
+    handles, texts = curves.get_legend_handles_labels()
+    curves.legend(handles[::-1], texts[::-1], fontsize=8)    # in the ladder's order
     scores.bar(positions, [numbers[f"largest_score_{i}"] for i in range(count)],
                color="tab:orange")
     scores.plot([4, 5], [numbers["high_largest_score_4"], numbers["high_largest_score_5"]], "s--",

@@ -254,10 +254,10 @@ def plot(runs, second, numbers, path):
     cost.set(xlabel="cache bytes per token (all layers, float32)",
              ylabel="held-out loss (nats per character)",
              title="Loss against what each token costs the cache")
+    shown = [loss for run in (*runs.values(), second) for loss in run["history"]["val_losses"]]
     curves.set(xlabel="training step", ylabel="loss on the fixed validation windows",
                title=f"Equal parameters, the same {numbers['steps']} steps",
-               ylim=(None, min(3.0, max(max(run["history"]["val_losses"][1:], default=3.0)
-                                         for run in runs.values()) + 0.1)))
+               ylim=(min(shown) - 0.1, max(shown) + 0.1))       # every point inside the axes
     return demo_tools.save_chart(figure, path, cost, curves)
 
 

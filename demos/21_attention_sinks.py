@@ -79,9 +79,10 @@ def empty(model, kind):
 
 
 @ta.no_grad()
-def streamed(model, ids, kind):
+def streamed(model, ids, kind, progress):
     """(losses (B, T - 1), cache bytes after each step (T - 1,)) of reading ids (B, T) one token
-    at a time with the cache `kind`; "recomputed" runs the WINDOW newest tokens afresh."""
+    at a time with the cache `kind`; "recomputed" runs the WINDOW newest tokens afresh.
+    `progress`: a demo_tools.Progress, told the position reached."""
     B, T = ids.shape
     losses, sizes = [], []
     cache = None if kind == "recomputed" else empty(model, kind)
@@ -92,6 +93,7 @@ def streamed(model, ids, kind):
             logits = model(ids[:, t:t + 1], cache=cache)
             sizes.append(cache.nbytes)
         losses.append(next_character_loss(logits.data[:, -1], ids[:, t + 1]))
+        progress(f"  reading with the {kind} cache: position {t + 1}/{T - 1}")
     return np.stack(losses, axis=1), np.array(sizes or [0] * (T - 1))
 
 
@@ -147,7 +149,8 @@ def main(argv=None):
     model, history = trained_model(len(vocabulary), train_data, val_data, settings)
 
     ids = streams(val_data, settings["streams"], settings["length"])
-    results = {kind: streamed(model, ids, kind) for kind in CACHES}
+    progress = demo_tools.Progress()            # one for the four readings: a line every 10 s
+    results = {kind: streamed(model, ids, kind, progress) for kind in CACHES}
     windows = tiny_gpt.random_windows(val_data, np.random.default_rng(SEED + 3),
                                       settings["windows"])[0]
     first, even_first = attention_to_the_first(model, windows)
@@ -242,6 +245,7 @@ def plot(results, numbers, first, settings, path):
     plt = demo_tools.pyplot()
     if plt is None:
         return None
+    from matplotlib.ticker import PercentFormatter
     figure, (losses, attention) = plt.subplots(1, 2, figsize=(11, 4.2),
                                                gridspec_kw={"width_ratios": [2, 1]})
     bin_size = settings["bin"]
@@ -270,7 +274,8 @@ def plot(results, numbers, first, settings, path):
                   yticks=range(first.shape[0]),
                   title=f"attention to the first token\n(queries past {FIRST_QUERY}; even: "
                         f"{numbers['even_share_first']:.1%})")
-    figure.colorbar(image, ax=attention, shrink=0.8)
+    figure.colorbar(image, ax=attention, shrink=0.8, label="share of the attention",
+                    format=PercentFormatter(xmax=1))         # in percent, as the cells are
     losses.legend(fontsize=8)
     losses.grid(alpha=0.3)
     figure.tight_layout()

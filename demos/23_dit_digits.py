@@ -199,7 +199,7 @@ def train_side_by_side(models, schedule, data, settings):
     random = np.random.default_rng(SEED)
     curves = {name: {"checkpoints": [], "held_out_loss": [], "step_seconds": []}
               for name in models}
-    start = time.perf_counter()
+    start, progress = time.perf_counter(), demo_tools.Progress()
     for step in range(settings["steps"] + 1):
         if step % settings["eval_every"] == 0:
             for name, model in models.items():
@@ -222,6 +222,7 @@ def train_side_by_side(models, schedule, data, settings):
             loss.backward()
             optimizers[name].step()
             curves[name]["step_seconds"].append(time.process_time() - began)
+        progress(f"  step {step + 1:>5}/{settings['steps']}")
     return curves
 
 

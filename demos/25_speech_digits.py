@@ -171,6 +171,7 @@ def train(model, data, settings):
     optimizer = ta.optim.Adam(model.trainable_parameters(), lr=settings["lr"])
     random = np.random.default_rng(SEED + 1)
     losses, start, processor_start = [], time.perf_counter(), time.process_time()
+    progress = demo_tools.Progress()
     for step in range(1, settings["steps"] + 1):
         lr = ta.optim.warmup_cosine_lr(step - 1, settings["lr"], settings["steps"] // 20,
                                        settings["steps"], settings["lr"] / 20)
@@ -185,6 +186,7 @@ def train(model, data, settings):
         if step % settings["print_every"] == 0 or step == settings["steps"]:
             print(f"  step {step:>5}/{settings['steps']}  loss {np.mean(losses[-20:]):.4f} "
                   f"(mean of the last 20)  {time.perf_counter() - start:6.1f} s", flush=True)
+        progress(f"  step {step:>5}/{settings['steps']}")
     return losses, time.perf_counter() - start, time.process_time() - processor_start
 
 

@@ -1,7 +1,8 @@
 """What the demos share: their command line, their tables, matplotlib when it is installed and how
 a line chart is finished, the training loop of demos 5, 6, 8, 9, 10, 12 and 13 (demo 10 adds its
 balance loss through `after_forward`), the count of where attention heads look (demos 6 and 9),
-and the speed of generation with and without the key/value cache (demos 11 and 14).
+and the speed of generation with and without the key/value cache (demos 11 and 14), and the
+progress lines of a long loop (`Progress`).
 
 Every demo takes the folder to write its pictures to (default: `tinyattn-demos/` under the current
 directory, made when the first picture is saved) and `--quick`, a smaller run that the test suite
@@ -29,6 +30,7 @@ import tinyattn as ta
 import tinyattn.functional as F
 
 DEFAULT_OUTPUT = "tinyattn-demos"
+PROGRESS_SECONDS = 10.0         # between a long loop's lines: at most this and one step
 ROOT = pathlib.Path(__file__).resolve().parent.parent        # the checkout, which holds demos/
 
 
@@ -141,6 +143,25 @@ def save_chart(figure, path, *legend_axes):
     return save_figure(figure, path, dpi=120)
 
 
+class Progress:
+    """A long loop's progress, so that a full run is never silent for long. On a terminal: one
+    line that the next overwrites, ended at the loop's last step. Elsewhere (a pipe, a log file,
+    a notebook's output, where a line cannot be overwritten): a line each time `every` seconds of
+    wall time have passed since the last one (or since the loop began), so a quick run, shorter
+    than that, prints none."""
+
+    def __init__(self, every=PROGRESS_SECONDS):
+        self.every, self.last = every, time.perf_counter()
+
+    def __call__(self, message, last=False):
+        """Say `message` (where the loop is) as above; `last`: this is the loop's last step."""
+        if sys.stdout.isatty():
+            print(f"\r{message}", end="\n" if last else "", flush=True)
+        elif time.perf_counter() - self.last >= self.every:
+            print(message, flush=True)
+            self.last = time.perf_counter()
+
+
 def print_pictures(*paths):
     """Say where each picture was saved (None: not drawn, matplotlib being missing)."""
     for path in paths:
@@ -171,7 +192,8 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
 
     `score(model, batch)` gives (loss tensor, accuracy). Before the first step and every
     `eval_every` steps the model is scored on the `held_out` batch, which it never trains on; a
-    progress line is printed every `print_every` steps (a multiple of `eval_every`). The batches
+    line of scores is printed every `print_every` steps (a multiple of `eval_every`), and a
+    `Progress` line between them. The batches
     come from a generator seeded with `seed`, so two models trained alike see exactly the same
     examples in the same order. `after_forward(model)`, if given, is called after each training
     step's forward pass; what it returns, unless None, is added to the loss before backward (an
@@ -194,6 +216,7 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
                   f"accuracy {accuracy:6.1%}   {time.perf_counter() - start:5.1f} s", flush=True)
 
     checkpoint(0)
+    progress = Progress()
     for step in range(1, steps + 1):
         loss, _ = score(model, make_batch(random, batch_size))
         extra_loss = None if after_forward is None else after_forward(model)
@@ -203,6 +226,7 @@ def train(model, make_batch, score, held_out, label, learning_rate, batch_size, 
         curves["train_loss"].append(loss.item())
         if step % eval_every == 0 or step == steps:
             checkpoint(step)
+        progress(f"  {label:<22} step {step:>4}/{steps}")
     curves["seconds"] = time.perf_counter() - start
     curves["dtype"] = str(loss.dtype)
     return curves

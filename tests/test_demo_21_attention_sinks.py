@@ -59,10 +59,10 @@ def test_the_recomputed_window_is_what_a_window_cache_reads_on_one_layer():
     rotary scores do not see)."""
     model = small_model(layers=1)
     ids = np.random.default_rng(0).integers(0, 9, (2, 3 * demo.WINDOW))
-    window, _ = demo.streamed(model, ids, "window")
-    recomputed, _ = demo.streamed(model, ids, "recomputed")
+    window, _ = demo.streamed(model, ids, "window", demo.demo_tools.Progress())
+    recomputed, _ = demo.streamed(model, ids, "recomputed", demo.demo_tools.Progress())
     np.testing.assert_allclose(window, recomputed, rtol=0, atol=1e-10)
-    full, sizes = demo.streamed(model, ids[:, :8], "full")
+    full, sizes = demo.streamed(model, ids[:, :8], "full", demo.demo_tools.Progress())
     with ta.no_grad():
         logits = model(ids[:, :8]).data[:, :-1]
     expected = [demo.next_character_loss(logits[:, t], ids[:, t + 1]) for t in range(7)]

@@ -352,10 +352,29 @@ def test_attention_of_demo_11s_tiny_gpt_one_character_a_token():
     assert data["queries"] == list(text) and (data["layers"], data["heads"]) == (2, 2)
 
 
-def test_attention_of_gpt2_with_its_gradients():
+def test_attention_of_gpt2_with_its_gradients_and_why_the_last_row_is_blank():
     data = data_of(cli.gpt2_attention_view(str(ROOT / "tests/fixtures/gpt2-tiny"), "Hello there"))
     assert data["queries"] == data["keys"] and "".join(data["queries"]) == "Hello there"
     assert data["grads"] is not None and data["note"] == ""
+    length = data["length"]
+    grads = floats(data["grads"], (data["layers"], data["heads"], length, length))
+    assert not grads[:, :, -1].any() and grads[:, :, :-1].any(axis=(0, 1, 3)).all()
+    assert data["noteGrads"] == (
+        f"Blank row {length - 1} '{data['queries'][-1]}': the loss does not depend on this "
+        f"query's output, so dL/dA = dL/d(out) V^T is 0 there (a next-token loss has no target "
+        f"after the last token).")
+
+
+def test_no_note_on_blank_rows_when_the_loss_reads_every_query():
+    weights = heads((2, 4, 4))
+    grads = np.random.default_rng(1).standard_normal((2, 4, 4))
+    data = data_of(viz.attention_view(list("abcd"), weights, grads=grads))
+    assert data["noteGrads"] == ""
+    grads[:, 1:3] = 0.0
+    data = data_of(viz.attention_view(list("abcd"), weights, grads=grads))
+    assert data["noteGrads"].startswith("Blank rows 1 'b', 2 'c': the loss does not depend on "
+                                        "these queries' output")
+    assert data_of(viz.attention_view(list("abcd"), weights))["noteGrads"] == ""
 
 
 def test_long_inputs_are_capped_and_the_page_says_what_was_left_out():

@@ -158,6 +158,9 @@ def test_layers_and_heads_switch_and_draw_gpt2s_weights(chromium, tmp_path):
     assert {cell.get_attribute("fill") for cell in masked} == {"#d9d9d9"}
     chromium.hover(chromium.find('#grads .cell[data-q="1"][data-k="4"]'))
     assert chromium.find("#readout").text.endswith("(masked: a weight held at 0 cannot move)")
+    assert not weights[1].grad[0, 2, 5].any()              # the last token predicts nothing
+    assert chromium.find(".pane:has(#grads) .note-grads").text.startswith(
+        "Blank row 5 ' mat': the loss does not depend on this query's output")
     assert chromium.errors() == []
     chromium.screenshot(tmp_path / "attention.png")
 

@@ -34,7 +34,10 @@ image file, no URL).
 
 A long input is cut to its first `max_tokens` queries and keys (MAX_TOKENS by default), and the
 page says what was left out. Where the masked weights are exactly 0 (a causal mask's), dL/dA is
-greyed: a weight held at 0 cannot move, whatever its gradient.
+greyed: a weight held at 0 cannot move, whatever its gradient. A query whose dL/dA row is 0 in
+every layer and head is one whose output the loss does not read: dL/dA = dL/d(out) V^T is 0 when
+dL/d(out) is. A next-token loss leaves the last token's row blank so (it has no next token to
+predict), and the page says so beside the heatmap.
 
 How large a view can be: the page draws one head at a time as SVG, one element per weight, and
 holds every head's weights as text. Drawing a head takes time in proportion to its L x S weights,
@@ -121,6 +124,8 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
     title = title or f"attention over {over}: {len(layers)} x {heads} (layers x heads)"
     shown_grads = None if gradients is None else np.stack(
         [g[:, :shown_length, :shown_keys] for g in gradients])
+    note_grads = ("" if shown_grads is None
+                  else _unread_queries_note(queries[:shown_length], shown_grads))
     patches = None
     if pixels is not None:
         count = 1 + max((i for i in query_patches[:shown_length] + key_patches[:shown_keys]
@@ -129,19 +134,34 @@ def attention_view(tokens, weights, grads=None, batch=0, max_tokens=MAX_TOKENS, 
                    "pixels": base64.b64encode(pixels[:count].tobytes()).decode("ascii"),
                    "queries": query_patches[:shown_length], "keys": key_patches[:shown_keys]}
     return attention_page(title, queries[:shown_length], key_tokens[:shown_keys], shown,
-                          shown_grads, note, patches)
+                          shown_grads, note, patches, note_grads)
 
 
-def attention_page(title, queries, keys, weights, grads=None, note="", patches=None):
+def _unread_queries_note(queries, grads):
+    """What the page says under dL/dA about the queries whose row is 0 in every layer and head
+    (grads: (layers, H, L, S)), or "" when there are none."""
+    unread = [q for q in range(grads.shape[2]) if not grads[:, :, q].any()]
+    if not unread:
+        return ""
+    rows = ", ".join(f"{q} '{queries[q]}'" for q in unread)
+    whose = "these queries'" if len(unread) > 1 else "this query's"
+    return (f"Blank row{'s' if len(unread) > 1 else ''} {rows}: the loss does not depend on "
+            f"{whose} output, so dL/dA = "
+            f"dL/d(out) V^T is 0 there (a next-token loss has no target after the last token).")
+
+
+def attention_page(title, queries, keys, weights, grads=None, note="", patches=None,
+                   note_grads=""):
     """The view of `weights` (layers, H, L, S) and `grads` (the same, or None), unchecked: what
     attention_view makes once it has checked them (dev/views.py calls it to time pages past the
     limits). `patches`: None, or the pictures of the tokens that are patches: {"size": p,
     "count": n, "pixels": base64 of n patches' uint8 RGB (n, p, p, 3), "queries" and "keys":
-    each token's patch number, or None for a token drawn as text}."""
+    each token's patch number, or None for a token drawn as text}. `note_grads`: what the page
+    says under dL/dA (attention_view's note on the rows the loss does not read)."""
     layers, heads, length, key_count = weights.shape
     data = {"title": title, "queries": queries, "keys": keys, "layers": layers, "heads": heads,
             "length": length, "keyCount": key_count, "weights": float32_base64(weights),
-            "threshold": LINK_THRESHOLD, "note": note,
+            "threshold": LINK_THRESHOLD, "note": note, "noteGrads": note_grads,
             "grads": None if grads is None else float32_base64(grads), "patches": patches}
     return View(title, page(title, "attention_view.js", data))
 

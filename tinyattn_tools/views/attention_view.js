@@ -225,9 +225,11 @@ function draw() {
         if (!masked(q, k)) scale = Math.max(scale, Math.abs(gradAt(q, k)));
       }
     }
-    shown.push(heatmap("grads", `dL/dA (red +, blue −, grey: masked; largest |dL/dA| `
-                       + `${scale.toExponential(2)})`, gradAt, (g) => gradColour(g, scale),
-                       masked));
+    const pane = heatmap("grads", `dL/dA (red +, blue −, grey: masked; largest |dL/dA| `
+                         + `${scale.toExponential(2)})`, gradAt, (g) => gradColour(g, scale),
+                         masked);
+    if (data.noteGrads) pane.append(el("p", { class: "note-grads" }, data.noteGrads));
+    shown.push(pane);
   }
   panes.replaceChildren(...shown);
 }
