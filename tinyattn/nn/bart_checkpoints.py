@@ -32,7 +32,7 @@ from tinyattn.arguments import door, floating_dtype
 from tinyattn.extends import extends
 from tinyattn.nn.bart import Bart, BartSettings, Marian
 from tinyattn.nn.bart_checks import ACTIVATION_NAMES, settings_fit
-from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.pretrained import checked_state, read_stored_weights
 from tinyattn.safetensors import replaced_atomically, save_safetensors
 
 SUBLAYERS = [("attn.q", "self_attn.q_proj"), ("attn.k", "self_attn.k_proj"),
@@ -123,23 +123,9 @@ def settings_from_config(config, folder, stored):
 def state_from_checkpoint(model, folder, stored, source):
     """{tinyattn's name: array} of `model`'s parameters from the stored weights, checked."""
     names = checkpoint_names(model)
-    parameters = dict(model.named_parameters())
     if model.settings.tied_head:
         stored.pop("lm_head.weight", None)
-    missing = [theirs for theirs in names.values() if theirs not in stored]
-    unexpected = [name for name in stored if name not in names.values()]
-    if missing or unexpected:
-        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
-                         f"{model.settings.model_type} config, {source} "
-                         + "; ".join(f"{what} {shown(found)}" for what, found in
-                                     (("lacks", missing), ("also holds", unexpected)) if found))
-    for ours, theirs in names.items():
-        array = stored[theirs]
-        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
-            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
-                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
-                             f" in floating point")
-    return {ours: stored[theirs] for ours, theirs in names.items()}
+    return checked_state(stored, names, model, folder, source, model.settings.model_type)
 
 
 @door(dtype=floating_dtype)

@@ -66,7 +66,7 @@ from tinyattn.nn.llama import Llama, Mistral, Qwen2
 from tinyattn.nn.module import extends
 from tinyattn.nn.open_decoder import DecoderSettings, OpenDecoder
 from tinyattn.nn.open_decoder_checks import settings_fit
-from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.pretrained import checked_state, read_stored_weights
 from tinyattn.nn.qwen3 import Qwen3
 from tinyattn.nn.qwen3_moe import Qwen3Moe
 from tinyattn.nn.routed_experts import ExpertSettings
@@ -324,7 +324,6 @@ def state_from_checkpoint(model, folder):
     stored = {name: array for name, array in stored.items() if not name.endswith(BUFFERS)
               and not (model.settings.model_type == "deepseek_v3" and name.startswith(beyond))}
     names = checkpoint_names(model)
-    parameters = dict(model.named_parameters())
     if model.settings.tied_head and "lm_head.weight" in stored:
         head = stored.pop("lm_head.weight")
         embedding = stored.get("model.embed_tokens.weight")
@@ -332,20 +331,7 @@ def state_from_checkpoint(model, folder):
             raise ValueError(f"the folder {folder!r}: {source} holds an lm_head.weight other "
                              f"than the embedding, but config.json ties them "
                              f"(tie_word_embeddings)")
-    missing = [theirs for theirs in names.values() if theirs not in stored]
-    unexpected = [name for name in stored if name not in names.values()]
-    if missing or unexpected:
-        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
-                         f"{model.settings.model_type} config, {source} "
-                         + "; ".join(f"{what} {shown(found)}" for what, found in
-                                     (("lacks", missing), ("also holds", unexpected)) if found))
-    for ours, theirs in names.items():
-        array = stored[theirs]
-        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
-            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
-                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
-                             f" in floating point")
-    return {ours: stored[theirs] for ours, theirs in names.items()}
+    return checked_state(stored, names, model, folder, source, model.settings.model_type)
 
 
 @door(dtype=floating_dtype)

@@ -242,6 +242,28 @@ def read_shard_index(folder):
     return weight_map
 
 
+def checked_state(stored, names, model, folder, source, config_kind):
+    """{tinyattn's name: array} of `model`'s parameters from a checkpoint's weights `stored` {name
+    as stored: array}, by `names` {tinyattn's name: name as stored}, checked: each weight there, of
+    its parameter's shape, in floating point, and no other. A ValueError names the folder, `source`
+    (the file), what disagrees and the config ("for this T5 config": `config_kind` "T5")."""
+    parameters = dict(model.named_parameters())
+    missing = [theirs for theirs in names.values() if theirs not in stored]
+    unexpected = [name for name in stored if name not in names.values()]
+    if missing or unexpected:
+        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
+                         f"{config_kind} config, {source} "
+                         + "; ".join(f"{what} {shown(found)}" for what, found in
+                                     (("lacks", missing), ("also holds", unexpected)) if found))
+    for ours, theirs in names.items():
+        array = stored[theirs]
+        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
+            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
+                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
+                             f" in floating point")
+    return {ours: stored[theirs] for ours, theirs in names.items()}
+
+
 def shown(names, most=4):
     """'a, b, c, d and 6 more'."""
     more = f" and {len(names) - most} more" if len(names) > most else ""

@@ -33,7 +33,7 @@ import numpy as np
 from tinyattn import model_folders
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.extends import extends
-from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.pretrained import checked_state, read_stored_weights
 from tinyattn.nn.t5 import T5, T5Settings
 from tinyattn.nn.t5_checks import FEED_FORWARDS
 from tinyattn.safetensors import replaced_atomically, save_safetensors
@@ -137,23 +137,9 @@ def state_from_checkpoint(model, folder, stored, source):
     """{tinyattn's name: array} of `model`'s parameters from the stored weights, checked: each
     weight there, of its parameter's shape, in floating point, and no other."""
     names = checkpoint_names(model)
-    parameters = dict(model.named_parameters())
     if model.settings.tied_head:
         stored.pop("lm_head.weight", None)          # equal to shared.weight: settings said so
-    missing = [theirs for theirs in names.values() if theirs not in stored]
-    unexpected = [name for name in stored if name not in names.values()]
-    if missing or unexpected:
-        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
-                         f"T5 config, {source} "
-                         + "; ".join(f"{what} {shown(found)}" for what, found in
-                                     (("lacks", missing), ("also holds", unexpected)) if found))
-    for ours, theirs in names.items():
-        array = stored[theirs]
-        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
-            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
-                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
-                             f" in floating point")
-    return {ours: stored[theirs] for ours, theirs in names.items()}
+    return checked_state(stored, names, model, folder, source, "T5")
 
 
 @door(dtype=floating_dtype)

@@ -21,7 +21,7 @@ import numpy as np
 from tinyattn import model_folders
 from tinyattn.arguments import door, floating_dtype
 from tinyattn.nn.module import extends
-from tinyattn.nn.pretrained import read_stored_weights, shown
+from tinyattn.nn.pretrained import checked_state, read_stored_weights, shown
 from tinyattn.nn.whisper import Whisper, WhisperSettings
 from tinyattn.nn.whisper_checks import settings_fit
 from tinyattn.safetensors import replaced_atomically, save_safetensors
@@ -138,27 +138,13 @@ def state_from_checkpoint(model, folder):
     stored too, equal to the embedding)."""
     stored, source = read_stored_weights(folder)
     names = checkpoint_names(model)
-    parameters = dict(model.named_parameters())
     if model.settings.tied_head and "proj_out.weight" in stored:
         head = stored.pop("proj_out.weight")
         if not np.array_equal(head, stored.get("model.decoder.embed_tokens.weight")):
             raise ValueError(f"the folder {folder!r}: {source} holds a proj_out.weight other "
                              f"than the embedding, but config.json ties them "
                              f"(tie_word_embeddings)")
-    missing = [theirs for theirs in names.values() if theirs not in stored]
-    unexpected = [name for name in stored if name not in names.values()]
-    if missing or unexpected:
-        raise ValueError(f"the folder {folder!r}: {source} and config.json disagree: for this "
-                         f"whisper config, {source} "
-                         + "; ".join(f"{what} {shown(found)}" for what, found in
-                                     (("lacks", missing), ("also holds", unexpected)) if found))
-    for ours, theirs in names.items():
-        array = stored[theirs]
-        if array.shape != parameters[ours].shape or array.dtype.kind != "f":
-            raise ValueError(f"the folder {folder!r}: {source} holds {theirs} as {array.dtype} "
-                             f"{array.shape}; this config's model has it {parameters[ours].shape},"
-                             f" in floating point")
-    return {ours: stored[theirs] for ours, theirs in names.items()}
+    return checked_state(stored, names, model, folder, source, "whisper")
 
 
 @door(dtype=floating_dtype)
