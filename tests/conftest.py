@@ -49,6 +49,14 @@ SLOW = {
         "renders every conversation with transformers' tokenizers",
     "test_demo_18_open_models.py::test_the_full_path_on_a_small_qwen3_with_qwens_tokenizer":
         "demo 18 on a small Qwen3 with Qwen's real vocabulary",
+    "test_exercises.py::test_each_classic_wrong_version_fails":
+        "grades every exercise's known-wrong versions (over 200); the quick run keeps the honest "
+        "mistakes and a sample of mutants",
+    "test_split_patterns.py::test_none_of_matches_what_the_plain_class_matches_on_every_code_point":
+        "both forms of Qwen's letter class on every code point",
+    "test_clip.py::test_clip_vit_b_32_has_its_size":
+        "builds CLIP ViT-B/32 whole (151M parameters) to count them",
+    "test_whisper.py::test_whisper_tiny_sizes": "builds whisper-tiny whole (38M parameters) to count them",
 }
 
 # Where a missing module comes from, for the one line that counts the skips.
