@@ -15,24 +15,26 @@ from tinyattn.ops import concatenate
 
 
 class LayerCache:
-    """One attention layer's keys and values so far, (B, K, S, D) each (K: its key/value heads,
-    the whole point of grouped-query attention: the cache is H / K times smaller than with H).
+    """One attention layer's keys and values so far, (B, K, c, D) each for the c tokens it holds:
+    K is the layer's key/value heads (H in chapter 2's attention; fewer in chapter 5's grouped-query
+    attention, which is the point of it: its cache is H / K times smaller).
 
-    A full layer keeps every token's; a sliding layer (`window`) keeps the `window` newest only,
-    the most any later query can see (the next token sees window - 1 of them and itself, and
-    transformers keeps only those; keeping the window makes each layer's size its window). Older
-    keys are dropped: a sliding layer's cache, and its memory, stop growing."""
+    A layer that sees every key keeps every token's. A sliding layer (chapter 5: `window`) lets
+    each query see the `window` newest keys, itself among them, so it keeps the `window` newest
+    and drops the older ones: its cache, and its memory, stop growing. (The next token needs only
+    window - 1 of them, which is what transformers keeps; keeping the window makes every layer's
+    size its window, and costs one key.)"""
 
     def __init__(self, window=None):
         self.window = window
-        self.keys = self.values = None              # tensors (B, K, S, D), once filled
+        self.keys = self.values = None              # tensors (B, K, c, D), once filled
 
     def extended(self, keys, values):
-        """The cached keys and values followed by the new ones (B, K, T, D) each: (B, K, S + T,
+        """The c cached keys and values followed by the T new ones (B, K, T, D) each: (B, K, c + T,
         D), what the new queries attend to; of those, the layer keeps its window."""
         if self.keys is not None:
-            keys = concatenate([self.keys, keys], axis=2)               # (B, K, S + T, D)
-            values = concatenate([self.values, values], axis=2)         # (B, K, S + T, D)
+            keys = concatenate([self.keys, keys], axis=2)               # (B, K, c + T, D)
+            values = concatenate([self.values, values], axis=2)         # (B, K, c + T, D)
         self.keys, self.values = keys, values
         if self.window is not None and keys.shape[2] > self.window:
             self.keys, self.values = keys[:, :, -self.window:], values[:, :, -self.window:]
@@ -50,7 +52,7 @@ class LayerCache:
 class KVCache:
     """The keys and values every attention layer of `model` (a CausalTransformer, or one of
     chapter 5's language models) has computed so far: one LayerCache per block, in `layers`,
-    (B, H, S, D) each for the S positions seen, `len(cache)`. Make it with `model.empty_cache()`
+    (B, H, c, D) each for the c positions seen, `len(cache)`. Make it with `model.empty_cache()`
     and pass it to every call on the same sequences: the first call may hold the whole prompt, the
     next ones each new token; the model's forward adds the tokens of each call to `length`."""
 
